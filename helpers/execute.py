@@ -1,0 +1,107 @@
+"""Execute the course notebooks headlessly on the GPU, stamp them, print a summary.
+
+    python -m helpers.execute                  # every notebook in notebooks/, in place
+    python -m helpers.execute notebooks/02_*.ipynb --jobs 2 --output-dir out/
+"""
+from __future__ import annotations
+
+import argparse
+import concurrent.futures as cf
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _kernel_manager():
+    """A kernel manager whose 'python3' is this interpreter (the venv's), whatever
+    other kernelspecs are installed on the machine."""
+    from ipykernel.kernelspec import RESOURCES, get_kernel_dict
+    from jupyter_client.kernelspec import KernelSpec, KernelSpecManager
+    from jupyter_client.manager import KernelManager
+
+    class CurrentPython(KernelSpecManager):
+        def get_kernel_spec(self, kernel_name):
+            if kernel_name == "python3":
+                return KernelSpec(resource_dir=RESOURCES, **get_kernel_dict())
+            return super().get_kernel_spec(kernel_name)
+
+    return KernelManager(kernel_name="python3", kernel_spec_manager=CurrentPython())
+
+
+def execute_one(path: str, output_dir: str | None, timeout: int, allow_errors: bool) -> tuple[str, str, float]:
+    import nbformat
+    from nbclient import NotebookClient
+    from nbclient.exceptions import CellExecutionError
+
+    from .device import notebook_requirements_met
+    from .notebooks import requires, write_stamp
+
+    path = Path(path)
+    nb = nbformat.read(path, as_version=4)
+    ok, reason = notebook_requirements_met(requires(nb))
+    if not ok:
+        return path.name, f"skipped: {reason}", 0.0
+    client = NotebookClient(nb, km=_kernel_manager(), timeout=timeout, allow_errors=allow_errors,
+                            resources={"metadata": {"path": str(path.parent)}})
+    t0 = time.perf_counter()
+    status = "ok"
+    try:
+        client.execute()
+    except CellExecutionError as exc:
+        status = "error: " + str(exc).strip().splitlines()[-1][:200]
+    runtime = time.perf_counter() - t0
+    errors = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []) if o.get("output_type") == "error"]
+    if status == "ok" and errors:
+        status = f"error: {len(errors)} cell(s) raised ({errors[0].get('ename')}: {errors[0].get('evalue', '')[:120]})"
+    if status == "ok":
+        write_stamp(nb, runtime_s=runtime)
+    target = Path(output_dir) / path.name if output_dir else path
+    target.parent.mkdir(parents=True, exist_ok=True)
+    nbformat.write(nb, target)
+    return path.name, status, runtime
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("notebooks", nargs="*", help="notebooks to run (default: notebooks/*.ipynb)")
+    parser.add_argument("--output-dir", help="write executed copies here instead of in place")
+    parser.add_argument("--jobs", type=int, default=1, help="notebooks at once (timings are only honest with 1)")
+    parser.add_argument("--timeout", type=int, default=900, help="seconds per cell")
+    parser.add_argument("--allow-errors", action="store_true", help="keep going past a failing cell (debugging)")
+    args = parser.parse_args(argv)
+
+    from .device import has_gpu
+
+    if not has_gpu():
+        print("No NVIDIA GPU found: the notebooks run on a GPU only (see README, 'GPU requirements').")
+        return 2
+    paths = args.notebooks or sorted(str(p) for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+    if not paths:
+        print("no notebooks found")
+        return 1
+    results = []
+    if args.jobs > 1:
+        with cf.ProcessPoolExecutor(args.jobs) as pool:
+            futures = [pool.submit(execute_one, p, args.output_dir, args.timeout, args.allow_errors) for p in paths]
+            for fut in cf.as_completed(futures):
+                results.append(fut.result())
+                print(f"{results[-1][0]:<40} {results[-1][1]}  ({results[-1][2]:.0f} s)", flush=True)
+    else:
+        for p in paths:
+            results.append(execute_one(p, args.output_dir, args.timeout, args.allow_errors))
+            print(f"{results[-1][0]:<40} {results[-1][1]}  ({results[-1][2]:.0f} s)", flush=True)
+
+    from .results import summary
+
+    table = summary()
+    print("\nHeadline numbers (results/<gpu>.csv):")
+    print(table.to_string(index=False) if len(table) else "  (none recorded)")
+    failed = [r for r in results if r[1].startswith("error")]
+    print(f"\n{len(results) - len(failed)} of {len(results)} notebooks ran without error")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

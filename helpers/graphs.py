@@ -1,0 +1,191 @@
+"""Plumbing around a cuDNN graph: handles bound to torch's stream, named tensors
+with explicit UIDs, a timed five-step build, and the workspace."""
+from __future__ import annotations
+
+import time
+from collections import OrderedDict
+from contextlib import contextmanager
+
+import torch
+
+from .libcudnn import load_cudnn
+
+# ---------------------------------------------------------------- handles
+_handles: dict = {}
+
+
+def get_handle(device: int | None = None):
+    """One ``cudnn.Handle`` per device, bound to torch's *current* stream.
+
+    Call it every time you execute (it is cheap: the frontend skips an unchanged
+    stream). Binding on each call is what keeps cuDNN work on the stream torch
+    is capturing or running on — inside ``torch.cuda.graph`` that is the capture
+    stream; forgetting it gives an empty CUDA graph.
+    """
+    from .device import require_gpu
+
+    require_gpu()
+    cudnn = load_cudnn()
+    index = torch.cuda.current_device() if device is None else int(device)
+    handle = _handles.get(index)
+    if handle is None:
+        with torch.cuda.device(index):
+            handle = _handles[index] = cudnn.create_handle()
+    cudnn.set_stream(handle, torch.cuda.current_stream(index).cuda_stream)
+    return handle
+
+
+# ---------------------------------------------------------------- the build
+class StepTimer:
+    """Wall time of named steps: ``with timer("validate"): graph.validate()``."""
+
+    def __init__(self):
+        self.ms: "OrderedDict[str, float]" = OrderedDict()
+
+    @contextmanager
+    def __call__(self, step: str):
+        t0 = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.ms[step] = (time.perf_counter() - t0) * 1e3
+
+    @property
+    def total_ms(self) -> float:
+        return sum(self.ms.values())
+
+    def table(self):
+        import pandas as pd
+
+        df = pd.DataFrame({"step": list(self.ms), "ms": list(self.ms.values())})
+        return pd.concat([df, pd.DataFrame({"step": ["total"], "ms": [self.total_ms]})], ignore_index=True).set_index("step")
+
+
+def build(graph, heuristics=None, policy=None) -> StepTimer:
+    """The five build steps, each timed. Returns the ``StepTimer``.
+
+    validate → build_operation_graph → create_execution_plans(heuristics)
+    → check_support → build_plans(policy). Notebooks 01/02 spell these out;
+    later notebooks call this once the steps are familiar.
+    """
+    cudnn = load_cudnn()
+    heuristics = heuristics or [cudnn.heur_mode.A, cudnn.heur_mode.FALLBACK]
+    policy = policy or cudnn.build_plan_policy.HEURISTICS_CHOICE
+    timer = StepTimer()
+    with timer("validate"):
+        graph.validate()
+    with timer("build_operation_graph"):
+        graph.build_operation_graph()
+    with timer("create_execution_plans"):
+        graph.create_execution_plans(heuristics)
+    with timer("check_support"):
+        graph.check_support()
+    with timer("build_plans"):
+        graph.build_plans(policy)
+    return timer
+
+
+def workspace_for(graph, device: int | None = None) -> torch.Tensor:
+    """A uint8 device buffer of the graph's workspace size (at least 1 byte)."""
+    index = torch.cuda.current_device() if device is None else device
+    return torch.empty(max(int(graph.get_workspace_size()), 1), dtype=torch.uint8, device=f"cuda:{index}")
+
+
+# ---------------------------------------------------------------- tensors
+class GraphIO:
+    """Names, explicit UIDs and buffers for a graph's inputs and outputs.
+
+    A thin layer over ``graph.tensor_like``: it rejects a CPU tensor, a wrong
+    dtype or a wrong memory layout with one line naming the argument, gives every
+    tensor a stable UID (so a serialized plan can be fed by UID later), and
+    builds the variant pack ``{uid: buffer}``.
+    """
+
+    def __init__(self, graph, *, dtype: torch.dtype | None = None, first_uid: int = 1):
+        self.graph = graph
+        self.dtype = dtype
+        self._next_uid = int(first_uid)
+        self.uids: "OrderedDict[str, int]" = OrderedDict()
+        self.buffers: dict = {}
+        self._scalars: dict = {}
+
+    def _uid(self, name: str) -> int:
+        if not name or not isinstance(name, str):
+            raise ValueError(f"tensor name must be a non-empty string, got {name!r}")
+        if name in self.uids:
+            raise ValueError(f"tensor name {name!r} is used twice in this graph")
+        uid = self._next_uid
+        self._next_uid += 1
+        self.uids[name] = uid
+        return uid
+
+    @staticmethod
+    def _validate(name: str, t, dtype, layout) -> None:
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"{name}: expected a torch.Tensor, got {type(t).__name__}")
+        if not t.is_cuda:
+            raise ValueError(f"{name}: tensor is on {t.device}; cuDNN needs it on a CUDA device (use .cuda())")
+        if dtype is not None and t.dtype != dtype:
+            raise TypeError(f"{name}: dtype is {t.dtype}, this graph expects {dtype}")
+        if layout is not None and not t.is_contiguous(memory_format=layout):
+            raise ValueError(f"{name}: tensor is not in {layout} layout (use .to(memory_format={layout}))")
+        if t.data_ptr() % 16:
+            raise ValueError(f"{name}: data pointer is not 16-byte aligned (a sliced view?); pass a fresh tensor")
+
+    def input(self, name: str, t: torch.Tensor, *, dtype: torch.dtype | None = None, layout=None):
+        """A graph input shaped, strided and typed like ``t``; ``t`` is its buffer."""
+        self._validate(name, t, dtype or self.dtype, layout)
+        g = self.graph.tensor_like(t, name=name)
+        g.set_uid(self._uid(name))
+        self.buffers[name] = t
+        return g
+
+    def output(self, name: str, graph_tensor, t: torch.Tensor, *, dtype: torch.dtype | None = None):
+        """Mark ``graph_tensor`` as an output written into buffer ``t``.
+
+        The graph tensor takes ``t``'s dtype; shapes and strides are compared
+        with the buffer after ``validate()`` by ``check_buffers()``.
+        """
+        self._validate(name, t, dtype, None)
+        cudnn = load_cudnn()
+        graph_tensor.set_output(True).set_name(name).set_uid(self._uid(name))
+        graph_tensor.set_data_type(cudnn.datatypes.torch_to_cudnn_data_type(t.dtype))
+        self.buffers[name] = t
+        return graph_tensor
+
+    def scalar(self, name: str, value: float, dtype: torch.dtype = torch.float32):
+        """A pass-by-value scalar (lives in the variant pack, not on the GPU)."""
+        if not isinstance(value, (int, float)):
+            raise TypeError(f"{name}: scalar value must be a Python number, got {type(value).__name__}")
+        host = torch.full((1, 1, 1), value, dtype=dtype)
+        g = self.graph.tensor_like(host, name=name)  # a CPU tensor becomes pass-by-value
+        g.set_uid(self._uid(name))
+        self.buffers[name] = host
+        return g
+
+    def check_buffers(self) -> None:
+        """After ``validate()``: every bound buffer matches its graph tensor's shape and strides."""
+        for name, uid in self.uids.items():
+            gt = self.graph.find_tensor(uid)
+            buf = self.buffers[name]
+            if gt is None or not gt.dim:
+                continue
+            if tuple(gt.dim) != tuple(buf.shape):
+                raise ValueError(f"{name}: graph infers shape {tuple(gt.dim)}, buffer has {tuple(buf.shape)}")
+            if gt.stride and tuple(gt.stride) != tuple(buf.stride()):
+                raise ValueError(f"{name}: graph infers strides {tuple(gt.stride)}, buffer has {tuple(buf.stride())}")
+
+    def pack(self, **replacements) -> dict:
+        """The variant pack ``{uid: buffer}``; ``name=tensor`` swaps in a new buffer."""
+        unknown = set(replacements) - set(self.uids)
+        if unknown:
+            raise KeyError(f"unknown tensor name(s) {sorted(unknown)}; this graph has {list(self.uids)}")
+        out = {}
+        for name, uid in self.uids.items():
+            buf = replacements.get(name, self.buffers[name])
+            ref = self.buffers[name]
+            if buf is not ref and (buf.shape != ref.shape or buf.dtype != ref.dtype or buf.stride() != ref.stride()):
+                raise ValueError(f"{name}: replacement is {tuple(buf.shape)} {buf.dtype}, graph was built for "
+                                 f"{tuple(ref.shape)} {ref.dtype} with the same strides")
+            out[uid] = buf
+        return out

@@ -1,0 +1,69 @@
+"""Record each notebook's headline numbers in ``results/<gpu>.csv``."""
+from __future__ import annotations
+
+import csv
+import datetime as _dt
+import os
+from pathlib import Path
+
+FIELDS = ["notebook", "metric", "value", "unit", "gpu", "torch", "cudnn_backend", "recorded_at"]
+
+
+def results_dir() -> Path:
+    """``$COURSE_RESULTS_DIR``, else ``results/`` at the checkout root, else ``./results``."""
+    if os.environ.get("COURSE_RESULTS_DIR"):
+        return Path(os.environ["COURSE_RESULTS_DIR"])
+    root = Path(__file__).resolve().parent.parent
+    return root / "results" if (root / "pyproject.toml").exists() else Path.cwd() / "results"
+
+
+def results_file(gpu_slug: str | None = None) -> Path:
+    if gpu_slug is None:
+        from .device import device_info
+
+        gpu_slug = device_info().slug
+    return results_dir() / f"{gpu_slug}.csv"
+
+
+def read(path: Path) -> list[dict]:
+    if not path.exists():
+        return []
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def record(notebook: str, metric: str, value: float, unit: str) -> dict:
+    """Upsert one headline number for this GPU (keyed by notebook + metric)."""
+    import torch
+
+    from .device import backend_version, device_info
+
+    if not isinstance(value, (int, float)):
+        raise TypeError(f"value for {metric!r} must be a number, got {type(value).__name__}")
+    d = device_info()
+    row = {"notebook": notebook, "metric": metric, "value": f"{float(value):.6g}", "unit": unit, "gpu": d.name,
+           "torch": torch.__version__, "cudnn_backend": str(backend_version()),
+           "recorded_at": _dt.datetime.now().isoformat(timespec="seconds")}
+    path = results_file(d.slug)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    rows = [r for r in read(path) if (r["notebook"], r["metric"]) != (notebook, metric)] + [row]
+    tmp = path.with_suffix(".csv.tmp")
+    with open(tmp, "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=FIELDS)
+        writer.writeheader()
+        writer.writerows(rows)
+    os.replace(tmp, path)  # atomic: a crash never leaves half a file
+    print(f"recorded {notebook} · {metric} = {float(value):.4g} {unit}")
+    return row
+
+
+def summary(gpu_slug: str | None = None):
+    """All recorded headline numbers for one GPU as a pandas table."""
+    import pandas as pd
+
+    rows = read(results_file(gpu_slug))
+    if not rows:
+        return pd.DataFrame(columns=["notebook", "metric", "value", "unit"])
+    df = pd.DataFrame(rows)
+    df["value"] = df["value"].astype(float)
+    return df[["notebook", "metric", "value", "unit"]].sort_values(["notebook"], kind="stable").reset_index(drop=True)

@@ -1,0 +1,260 @@
+"""Unit tests for helpers. CPU parts run everywhere; GPU parts skip without one."""
+import csv
+import math
+
+import pytest
+import torch
+
+import helpers as H
+from helpers import device, libcudnn, notebooks, results
+from tests.conftest import requires_gpu
+
+# ------------------------------------------------------------------ checking
+def test_rel_error_zero_for_equal_and_scales_with_difference():
+    ref = torch.randn(64, 64, dtype=torch.float64)
+    assert H.rel_error(ref.clone(), ref) == 0.0
+    assert H.rel_error(ref * 1.01, ref) == pytest.approx(0.01, rel=1e-6)
+
+
+def test_rel_error_is_inf_for_nan_output():
+    ref = torch.randn(10)
+    out = ref.clone()
+    out[3] = float("nan")
+    assert math.isinf(H.rel_error(out, ref))
+
+
+def test_rel_error_rejects_shape_mismatch_and_non_tensors():
+    with pytest.raises(ValueError, match="shape mismatch"):
+        H.rel_error(torch.zeros(2, 3), torch.zeros(3, 2))
+    with pytest.raises(TypeError, match="out must be a torch.Tensor"):
+        H.rel_error([1.0], torch.zeros(1))
+
+
+def test_check_passes_within_tolerance_and_names_case_on_failure(capsys):
+    ref = torch.randn(256, 256)
+    good = (ref + 1e-3 * torch.randn_like(ref)).bfloat16()
+    assert H.check("close", good, ref).ok
+    assert "PASS close" in capsys.readouterr().out
+    with pytest.raises(AssertionError, match="FAIL wrong case"):
+        H.check("wrong case", torch.randn_like(ref).bfloat16(), ref)
+
+
+def test_poisoned_output_that_was_never_written_fails():
+    ref = torch.randn(32)
+    out = H.poison_(torch.empty(32, dtype=torch.bfloat16))
+    result = H.check("unwritten", out, ref, raise_on_fail=False, quiet=True)
+    assert not result.ok and result.unwritten == 32
+
+
+def test_poison_fp8_gives_nan():
+    if not hasattr(torch, "float8_e4m3fn"):
+        pytest.skip("this torch has no float8")
+    t = H.poison_(torch.empty(4, dtype=torch.float8_e4m3fn))
+    assert torch.isnan(t.float()).all()
+
+
+def test_tolerance_by_dtype_and_unknown_dtype():
+    assert H.tolerance(torch.float16) < H.tolerance(torch.bfloat16)
+    with pytest.raises(ValueError, match="no tolerance"):
+        H.tolerance(torch.int32)
+
+
+def test_check_table_lists_verdicts():
+    ref = torch.randn(8)
+    rows = [H.check("a", ref.clone(), ref, quiet=True), H.check("b", ref * 2, ref, raise_on_fail=False, quiet=True)]
+    table = H.check_table(rows)
+    assert list(table["verdict"]) == ["PASS", "FAIL"]
+
+
+# ------------------------------------------------------------------ timing
+def test_rate_helpers():
+    assert H.tflops(2e12, 1000.0) == pytest.approx(2.0)
+    assert H.gbps(4e9, 2.0) == pytest.approx(2000.0)
+
+
+def test_benchmark_rejects_bad_arguments_before_needing_a_gpu():
+    with pytest.raises(TypeError, match="callable"):
+        H.benchmark(42)
+    with pytest.raises(ValueError, match="iters"):
+        H.benchmark(lambda: None, iters=0)
+
+
+@pytest.mark.skipif(H.has_gpu(), reason="checks the no-GPU message")
+def test_no_gpu_gives_one_clear_line():
+    with pytest.raises(H.NoGPUError, match="No NVIDIA GPU found") as exc:
+        H.require_gpu()
+    assert "\n" not in str(exc.value)
+    with pytest.raises(H.NoGPUError):
+        H.benchmark(lambda: None)
+    assert not H.gate("sdpa").ok and "no NVIDIA GPU" in H.gate("sdpa").reason
+
+
+def test_gate_rejects_unknown_feature():
+    with pytest.raises(ValueError, match="feature must be one of"):
+        H.gate("warp-drive")
+
+
+def test_gate_require_raises_feature_unavailable():
+    g = device.Gate("fp8", False, "needs sm89+")
+    with pytest.raises(H.FeatureUnavailable, match="fp8: needs sm89"):
+        g.require()
+    device.Gate("fp8", True, "ok").require()
+
+
+def test_notebook_requirements_without_gpu():
+    if H.has_gpu():
+        pytest.skip("CPU-only behaviour")
+    ok, reason = device.notebook_requirements_met({"gpu": True})
+    assert not ok and "no NVIDIA GPU" in reason
+    assert device.notebook_requirements_met({"gpu": False}) == (True, "")
+
+
+def test_datasheet_lookup_prefers_specific_names():
+    names = [row[0] for row in device._DATASHEET]
+    assert names.index("H100 PCIe") < names.index("H100")
+    assert names.index("A100-SXM4-80GB") < names.index("A100")
+
+
+# ------------------------------------------------------------------ libcudnn
+def test_missing_libcudnn_gives_actionable_error(monkeypatch):
+    if H.has_gpu():
+        pytest.skip("a GPU machine has a libcudnn")
+    with pytest.raises(H.CudnnNotFoundError, match="pip install nvidia-cudnn-cu12"):
+        H.load_cudnn()
+
+
+def test_candidates_finds_a_library_on_ld_library_path(tmp_path, monkeypatch):
+    fake = tmp_path / "libcudnn.so.9"
+    fake.write_bytes(b"\x7fELF")
+    monkeypatch.setenv("LD_LIBRARY_PATH", str(tmp_path))
+    found = libcudnn.candidates()
+    assert any(c.path == str(fake) and c.source == "LD_LIBRARY_PATH" for c in found)
+
+
+def test_package_dirs_handles_namespace_and_missing_packages():
+    assert libcudnn._package_dirs("surely_not_a_package_xyz") == []
+    assert libcudnn._package_dirs("helpers")  # a regular package has a folder
+
+
+# ------------------------------------------------------------------ GraphIO (CPU side)
+def test_graphio_rejects_cpu_tensor_wrong_dtype_and_layout():
+    cudnn = pytest.importorskip("cudnn")
+    graph = cudnn.pygraph(io_data_type=torch.bfloat16, compute_data_type=torch.float32)
+    io = H.GraphIO(graph, dtype=torch.bfloat16)
+    with pytest.raises(ValueError, match="X: tensor is on cpu"):
+        io.input("X", torch.randn(2, 3))
+    with pytest.raises(TypeError, match="X: expected a torch.Tensor"):
+        io.input("X", [1, 2])
+    with pytest.raises(TypeError, match="A: expected a torch.Tensor"):
+        io._validate("A", 3.0, None, None)
+
+
+def test_graphio_scalar_is_pass_by_value_with_explicit_uid():
+    cudnn = pytest.importorskip("cudnn")
+    graph = cudnn.pygraph(io_data_type=torch.bfloat16, compute_data_type=torch.float32)
+    io = H.GraphIO(graph, first_uid=10)
+    alpha = io.scalar("alpha", 0.5)
+    assert alpha.is_pass_by_value and alpha.uid == 10 and io.uids == {"alpha": 10}
+    with pytest.raises(ValueError, match="used twice"):
+        io.scalar("alpha", 1.0)
+    with pytest.raises(TypeError, match="Python number"):
+        io.scalar("beta", torch.ones(1))
+    with pytest.raises(KeyError, match="unknown tensor name"):
+        io.pack(gamma=torch.ones(1))
+    assert io.pack()[10].item() == 0.5
+
+
+def test_step_timer_records_each_step():
+    timer = H.StepTimer()
+    with timer("a"):
+        pass
+    with timer("b"):
+        pass
+    assert list(timer.ms) == ["a", "b"]
+    assert list(timer.table().index) == ["a", "b", "total"]
+
+
+# ------------------------------------------------------------------ results and stamps
+def test_results_upsert_and_summary(tmp_path, monkeypatch):
+    monkeypatch.setenv("COURSE_RESULTS_DIR", str(tmp_path))
+    fake = device.DeviceInfo("Fake GPU", 0, (9, 0), 1, 1.0, 1, {}, None)
+    monkeypatch.setattr(device, "device_info", lambda index=None: fake)
+    results.record("02", "fused ms", 0.1, "ms")
+    results.record("02", "fused ms", 0.09, "ms")
+    results.record("03", "plans", 40, "count")
+    rows = list(csv.DictReader(open(tmp_path / "fake-gpu.csv")))
+    assert [(r["notebook"], r["metric"], r["value"]) for r in rows] == [("02", "fused ms", "0.09"), ("03", "plans", "40")]
+    assert list(results.summary("fake-gpu")["metric"]) == ["fused ms", "plans"]
+    with pytest.raises(TypeError, match="must be a number"):
+        results.record("02", "bad", "fast", "ms")
+
+
+def test_code_hash_changes_with_code_not_outputs():
+    import nbformat
+    from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
+
+    nb = new_notebook(cells=[new_markdown_cell("# t"), new_code_cell("x = 1")])
+    before = notebooks.code_hash(nb)
+    nb.cells[1].outputs = [nbformat.v4.new_output("stream", text="hi")]
+    nb.cells[0].source = "# changed text"
+    assert notebooks.code_hash(nb) == before
+    nb.cells[1].source = "x = 2"
+    assert notebooks.code_hash(nb) != before
+
+
+def test_execute_without_gpu_prints_one_line_and_fails(capsys):
+    if H.has_gpu():
+        pytest.skip("CPU-only behaviour")
+    from helpers.execute import main
+
+    assert main([]) == 2
+    out = capsys.readouterr().out.strip()
+    assert out.startswith("No NVIDIA GPU found") and "\n" not in out
+
+
+# ------------------------------------------------------------------ on a GPU
+@requires_gpu
+def test_gpu_device_facts_and_dtype():
+    d = H.require_gpu()
+    assert d.sm >= (5, 0) and d.sm_count > 0 and d.memory_gb > 1
+    assert H.working_dtype() in (torch.bfloat16, torch.float16)
+
+
+@requires_gpu
+def test_gpu_benchmark_measures_a_sleep():
+    t = H.benchmark(lambda: torch.cuda._sleep(1_000_000), warmup=1, iters=5)
+    assert t.median_ms > 0.05 and t.p10_ms <= t.median_ms <= t.p90_ms
+
+
+@requires_gpu
+def test_gpu_benchmark_cuts_off_slow_function():
+    t = H.benchmark(lambda: torch.cuda._sleep(50_000_000), warmup=5, iters=50, max_ms=1.0)
+    assert t.cut_off and t.runs == 1
+
+
+@requires_gpu
+def test_gpu_fused_graph_runs_and_checks():
+    cudnn = H.load_cudnn()
+    assert H.loaded_library()
+    x = torch.randn(8, 64, device="cuda", dtype=torch.float16)
+    graph = cudnn.pygraph(io_data_type=torch.float16, compute_data_type=torch.float32, handle=H.get_handle())
+    io = H.GraphIO(graph, dtype=torch.float16)
+    X = io.input("X", x.view(1, 8, 64))
+    y = H.poison_(torch.empty(1, 8, 64, device="cuda", dtype=torch.float16))
+    io.output("Y", graph.relu(X), y)
+    H.build(graph)
+    io.check_buffers()
+    graph.execute(io.pack(), H.workspace_for(graph), handle=H.get_handle())
+    H.check("relu", y, torch.relu(x.float()).view(1, 8, 64))
+
+
+@requires_gpu
+def test_gpu_graphio_rejects_wrong_dtype_and_layout():
+    cudnn = H.load_cudnn()
+    graph = cudnn.pygraph(io_data_type=torch.float16)
+    io = H.GraphIO(graph, dtype=torch.float16)
+    with pytest.raises(TypeError, match="X: dtype is torch.float32"):
+        io.input("X", torch.randn(2, 3, device="cuda"))
+    nchw = torch.randn(2, 3, 4, 5, device="cuda", dtype=torch.float16)
+    with pytest.raises(ValueError, match="W: tensor is not in torch.channels_last"):
+        io.input("W", nchw, layout=torch.channels_last)

@@ -1,0 +1,112 @@
+"""Checks on the committed notebooks that need no GPU (these run in CI)."""
+import re
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from helpers.device import FEATURES
+from helpers.notebooks import META_KEY, code_hash, requires, stamp
+
+ROOT = Path(__file__).resolve().parent.parent
+NB_DIR = ROOT / "notebooks"
+NOTEBOOKS = sorted(NB_DIR.glob("*.ipynb"))
+REPO = re.search(r'^Repository = "([^"]+)"', (ROOT / "pyproject.toml").read_text(), re.M)[1]
+SLUG = REPO.removeprefix("https://github.com/")
+
+
+def test_there_are_notebooks():
+    assert NOTEBOOKS, "no notebooks found in notebooks/"
+
+
+def test_numbering_is_contiguous_from_01():
+    numbers = [p.name[:3] for p in NOTEBOOKS]
+    assert all(re.fullmatch(r"\d\d_", n) for n in numbers), f"every notebook is named NN_name.ipynb: {numbers}"
+    assert [int(n[:2]) for n in numbers] == list(range(1, len(numbers) + 1)), numbers
+    assert len(numbers) <= 8
+
+
+@pytest.fixture(params=NOTEBOOKS, ids=lambda p: p.name)
+def nb(request):
+    raw = nbformat.read(request.param, as_version=nbformat.NO_CONVERT)
+    raw["_path"] = request.param  # not written back
+    return raw
+
+
+def _path(nb):
+    return nb["_path"]
+
+
+def _code(nb):
+    return [c for c in nb.cells if c.cell_type == "code"]
+
+
+def test_valid_nbformat_45_with_cell_ids(nb):
+    path = _path(nb)
+    clean = nbformat.read(path, as_version=nbformat.NO_CONVERT)
+    nbformat.validate(clean)
+    assert (clean.nbformat, clean.nbformat_minor) >= (4, 5), f"{path.name}: nbformat {clean.nbformat}.{clean.nbformat_minor}"
+    ids = [c.get("id") for c in clean.cells]
+    assert all(ids) and len(set(ids)) == len(ids), f"{path.name}: every cell needs a unique id"
+
+
+def test_kernelspec_and_colab_metadata(nb):
+    meta = nb.metadata
+    assert meta.get("kernelspec", {}).get("name") == "python3"
+    assert meta.get("accelerator") == "GPU", "Colab must open it with a GPU runtime"
+    assert "colab" in meta and meta["colab"].get("gpuType"), "Colab metadata with a gpuType"
+
+
+def test_hardware_needs_are_declared(nb):
+    req = requires(nb)
+    assert META_KEY in nb.metadata and "requires" in nb.metadata[META_KEY]
+    assert set(req) <= {"gpu", "min_sm", "features"}, req
+    assert set(req.get("features", [])) <= set(FEATURES), req
+
+
+def test_title_cell_has_badge_to_own_path(nb):
+    first = nb.cells[0]
+    assert first.cell_type == "markdown" and first.source.startswith(f"# {_path(nb).name[:2]} · ")
+    badge = f"https://colab.research.google.com/github/{SLUG}/blob/main/notebooks/{_path(nb).name}"
+    assert badge in first.source, f"badge must point at {badge}"
+    assert "What you will learn" in first.source and "Hardware needs" in first.source
+
+
+def test_setup_cell_imports_helpers(nb):
+    setup = [c for c in _code(nb) if "setup" in c.metadata.get("tags", [])]
+    assert setup, "a code cell tagged 'setup'"
+    src = setup[0].source
+    assert "import helpers" in src and "google.colab" in src and "H.require_gpu()" in src
+    assert _code(nb).index(setup[0]) == 0, "the setup cell is the first code cell"
+
+
+def test_has_parameters_cell(nb):
+    assert any("parameters" in c.metadata.get("tags", []) for c in _code(nb))
+
+
+def test_ends_with_takeaways_and_exercises(nb):
+    text = "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
+    assert "Takeaways" in text and "Exercise" in text
+
+
+def test_no_absolute_local_paths(nb):
+    bad = re.compile(r"(/work/|/home/[a-z]|/Users/|/root/|/tmp/bash_jobs|C:\\\\Users)")
+    for cell in nb.cells:
+        assert not bad.search(cell.source), f"{_path(nb).name}: absolute local path in a cell: {bad.search(cell.source)[0]}"
+
+
+def test_outputs_stored_without_errors(nb):
+    code = _code(nb)
+    assert all(c.get("execution_count") for c in code), f"{_path(nb).name}: some code cells were never executed"
+    errors = [o for c in code for o in c.outputs if o.output_type == "error"]
+    assert not errors, f"{_path(nb).name}: stored error output {errors[0].ename}: {errors[0].evalue}"
+    assert sum(len(c.outputs) for c in code) >= len(code) // 2, "most code cells have stored outputs"
+
+
+def test_stamp_matches_current_code(nb):
+    entry = stamp(nb)
+    assert entry, f"{_path(nb).name}: not executed by helpers.execute (no {META_KEY}.execution stamp)"
+    for key in ("gpu", "torch", "cudnn_backend", "cudnn_frontend", "date", "runtime_s", "code_sha256"):
+        assert entry.get(key), f"stamp lacks {key}"
+    assert entry["code_sha256"] == code_hash(nb), (
+        f"{_path(nb).name}: code changed since its last GPU run — re-execute it (make run)")
