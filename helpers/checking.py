@@ -70,7 +70,7 @@ class CheckResult:
     def __str__(self) -> str:
         verdict = "PASS" if self.ok else "FAIL"
         extra = f", {self.unwritten} elements never written" if self.unwritten else ""
-        return f"{verdict} {self.case}: rel err {self.rel_err:.1e} (tol {self.tol:.0e}, {self.dtype}){extra}"
+        return f"{verdict} {self.case}: rel err {self.rel_err:.1e} (tol {self.tol:.2g}, {self.dtype}){extra}"
 
 
 def check(case: str, out: torch.Tensor, ref: torch.Tensor, *, dtype: torch.dtype | None = None,

@@ -32,7 +32,7 @@ def read(path: Path) -> list[dict]:
         return list(csv.DictReader(f))
 
 
-def record(notebook: str, metric: str, value: float, unit: str) -> dict:
+def record(notebook: str, metric: str, value: float, unit: str) -> None:
     """Upsert one headline number for this GPU (keyed by notebook + metric)."""
     import torch
 
@@ -54,7 +54,6 @@ def record(notebook: str, metric: str, value: float, unit: str) -> dict:
         writer.writerows(rows)
     os.replace(tmp, path)  # atomic: a crash never leaves half a file
     print(f"recorded {notebook} · {metric} = {float(value):.4g} {unit}")
-    return row
 
 
 def summary(gpu_slug: str | None = None):
