@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures as cf
+import multiprocessing
 import sys
 import time
 from pathlib import Path
@@ -83,7 +84,7 @@ def main(argv=None) -> int:
         return 1
     results = []
     if args.jobs > 1:
-        with cf.ProcessPoolExecutor(args.jobs) as pool:
+        with cf.ProcessPoolExecutor(args.jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
             futures = [pool.submit(execute_one, p, args.output_dir, args.timeout, args.allow_errors) for p in paths]
             for fut in cf.as_completed(futures):
                 results.append(fut.result())
