@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def pytest_report_header(config):
