@@ -1,6 +1,7 @@
 """Unit tests for helpers. CPU parts run everywhere; GPU parts skip without one."""
 import csv
 import math
+from pathlib import Path
 
 import pytest
 import torch
@@ -258,3 +259,12 @@ def test_gpu_graphio_rejects_wrong_dtype_and_layout():
     nchw = torch.randn(2, 3, 4, 5, device="cuda", dtype=torch.float16)
     with pytest.raises(ValueError, match="W: tensor is not in torch.channels_last"):
         io.input("W", nchw, layout=torch.channels_last)
+
+
+def test_test_runs_record_into_a_scratch_copy_of_results():
+    """nbval re-execution must not rewrite the committed results/ (see conftest.pytest_configure)."""
+    committed = Path(__file__).resolve().parent.parent / "results"
+    scratch = results.results_dir()
+    assert scratch.resolve() != committed.resolve()
+    for f in committed.glob("*"):
+        assert (scratch / f.name).read_bytes() == f.read_bytes(), f"{f.name} was not copied to the scratch dir"
