@@ -51,7 +51,12 @@ class DeviceInfo:
     @property
     def slug(self) -> str:
         """File-name-safe GPU name, e.g. ``nvidia-h200``."""
-        return "".join(c if c.isalnum() else "-" for c in self.name.lower()).strip("-").replace("--", "-")
+        return slugify(self.name)
+
+
+def slugify(gpu_name: str) -> str:
+    """File-name-safe GPU name: 'NVIDIA H200' -> 'nvidia-h200'."""
+    return "".join(c if c.isalnum() else "-" for c in gpu_name.lower()).strip("-").replace("--", "-")
 
 
 def has_gpu() -> bool:
@@ -145,13 +150,16 @@ def versions() -> dict:
     }
     try:
         from .libcudnn import load_cudnn, loaded_library
+        from .paths import tidy_paths
 
         cudnn = load_cudnn()
         info["cudnn frontend"] = cudnn.__version__
         info["cudnn backend"] = cudnn.backend_version_string()
-        info["libcudnn"] = loaded_library()
+        info["libcudnn"] = tidy_paths(loaded_library())
     except Exception as exc:  # report, don't fail: this feeds an environment table
-        info["cudnn backend"] = f"unavailable ({exc})"
+        from .paths import tidy_paths
+
+        info["cudnn backend"] = tidy_paths(f"unavailable ({exc})")
     if has_gpu():
         d = device_info()
         info["gpu"] = d.name

@@ -18,3 +18,18 @@ class CudnnNotFoundError(CourseError):
 
 class FeatureUnavailable(CourseError):
     """The GPU or cuDNN version lacks a feature this code needs."""
+
+
+def _format_warning(message, category, filename, lineno, line=None) -> str:
+    """``Category: message``, without Python's ``/path/to/file.py:123:`` prefix and source line.
+
+    The default format puts the absolute path of whichever file warned into the notebook's stored
+    stderr, which then differs on every machine (and fails nbval there)."""
+    return f"{category.__name__}: {message}\n"
+
+
+def _compact_warnings() -> None:
+    """Show warnings as ``Category: message`` from now on (called when ``helpers`` is imported)."""
+    import warnings
+
+    warnings.formatwarning = _format_warning

@@ -41,7 +41,8 @@ def record(notebook: str, metric: str, value: float, unit: str) -> None:
     if not isinstance(value, (int, float)):
         raise TypeError(f"value for {metric!r} must be a number, got {type(value).__name__}")
     d = device_info()
-    row = {"notebook": notebook, "metric": metric, "value": f"{float(value):.6g}", "unit": unit, "gpu": d.name,
+    text = f"{float(value):.6g}"  # the same string in the CSV and in the printed line (the tests compare them)
+    row = {"notebook": notebook, "metric": metric, "value": text, "unit": unit, "gpu": d.name,
            "torch": torch.__version__, "cudnn_backend": str(backend_version()),
            "recorded_at": _dt.datetime.now().isoformat(timespec="seconds")}
     path = results_file(d.slug)
@@ -53,7 +54,32 @@ def record(notebook: str, metric: str, value: float, unit: str) -> None:
         writer.writeheader()
         writer.writerows(rows)
     os.replace(tmp, path)  # atomic: a crash never leaves half a file
-    print(f"recorded {notebook} · {metric} = {float(value):.4g} {unit}")
+    print(f"recorded {notebook} · {metric} = {text} {unit}".rstrip())
+
+
+def plain(value: float, digits: int = 4) -> str:
+    """A number with ``digits`` significant digits as a plain decimal (never scientific notation)."""
+    import math
+
+    value = float(value)
+    if value == 0 or not math.isfinite(value):
+        return f"{value:g}"
+    decimals = max(0, digits - 1 - math.floor(math.log10(abs(value))))
+    return f"{value:,.{decimals}f}"
+
+
+def headline_table(gpu_slug: str | None = None) -> str:
+    """The recorded numbers as text, grouped by notebook, plain decimals with units."""
+    df = summary(gpu_slug)
+    if not len(df):
+        return "  (none recorded)"
+    width = max(len(m) for m in df["metric"])
+    lines = []
+    for notebook, part in df.groupby("notebook", sort=True):
+        lines.append(f"  {notebook}")
+        for _, row in part.iterrows():
+            lines.append(f"      {row['metric']:<{width}}  {plain(row['value']):>12} {row['unit']}".rstrip())
+    return "\n".join(lines)
 
 
 def summary(gpu_slug: str | None = None):

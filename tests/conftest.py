@@ -15,13 +15,23 @@ import pytest
 
 
 def pytest_configure(config):
-    """Keep test runs from rewriting the committed results.
+    """Kernels draw inline; test runs never rewrite the committed results.
+
+    nbval starts its kernels with this process's environment: give them ipykernel's inline matplotlib
+    backend whatever MPLBACKEND the caller set (under Agg a plotting cell shows nothing, and its stored
+    ``<Figure ...>`` output would not match). This process keeps a headless backend of its own.
 
     nbval re-executes the notebooks, and they record their headline numbers
     (``H.record``) in ``results/``. Point them at a scratch copy instead, so the
     committed numbers stay those of ``make run``; 06 still finds 03's saved
     autotune choice there. A caller who sets ``COURSE_RESULTS_DIR`` keeps it.
     """
+    import matplotlib
+
+    matplotlib.use("Agg")  # for this process; set before the variable below changes
+    from helpers.execute import INLINE_BACKEND
+
+    os.environ["MPLBACKEND"] = INLINE_BACKEND
     if os.environ.get("COURSE_RESULTS_DIR"):
         return
     from helpers.results import results_dir

@@ -40,6 +40,35 @@ def test_check_passes_within_tolerance_and_names_case_on_failure(capsys):
         H.check("wrong case", torch.randn_like(ref).bfloat16(), ref)
 
 
+def test_one_wrong_row_in_two_million_elements_fails_although_the_norm_passes():
+    torch.manual_seed(0)
+    ref = torch.randn(16384, 128, dtype=torch.float64)  # 2 M elements, rows of 128
+    out = ref.to(torch.bfloat16)
+    assert H.check("clean", out, ref, quiet=True).ok
+    out[1234] = out[1235]  # one row holds its neighbour's values
+    result = H.check("one wrong row", out, ref, raise_on_fail=False, quiet=True)
+    assert result.rel_err <= result.tol, "the norm alone would have passed"
+    assert not result.ok
+    assert 64 < result.elements.n_bad <= 128 and result.elements.worst_index[0] == 1234
+    assert "elements outside the element-wise bound, worst at (1234, " in str(result)
+    with pytest.raises(AssertionError, match=r"FAIL one wrong row: rel err .* of 2097152 elements outside"):
+        H.check("one wrong row", out, ref, quiet=True)
+
+
+def test_element_bound_scales_with_the_output_and_keeps_pass_lines_unchanged(capsys):
+    torch.manual_seed(1)
+    for scale in (1e-3, 1.0, 1e3):  # attention outputs are small, matmul outputs large: same verdicts
+        ref = scale * torch.randn(512, 512, dtype=torch.float64)
+        noisy = (ref * (1 + 4e-3 * torch.randn_like(ref))).to(torch.bfloat16)  # rounding-sized noise
+        assert H.check("noisy", noisy, ref).ok
+    assert capsys.readouterr().out.splitlines()[0].startswith("PASS noisy: rel err ")
+    ref = torch.randn(1000, dtype=torch.float64)
+    spike = ref.clone().float()
+    spike[7] += 0.5  # one element off by half a typical value
+    result = H.check("spike", spike, ref, dtype=torch.bfloat16, raise_on_fail=False, quiet=True)
+    assert result.elements.n_bad == 1 and result.elements.worst_index == (7,)
+
+
 def test_poisoned_output_that_was_never_written_fails():
     ref = torch.randn(32)
     out = H.poison_(torch.empty(32, dtype=torch.bfloat16))
@@ -201,6 +230,51 @@ def test_code_hash_changes_with_code_not_outputs():
     assert notebooks.code_hash(nb) == before
     nb.cells[1].source = "x = 2"
     assert notebooks.code_hash(nb) != before
+
+
+def test_executor_kernels_draw_inline_whatever_the_callers_backend(monkeypatch):
+    from helpers.execute import INLINE_BACKEND, kernel_env
+
+    monkeypatch.setenv("MPLBACKEND", "Agg")
+    assert kernel_env()["MPLBACKEND"] == INLINE_BACKEND
+
+
+def test_compact_warnings_carry_no_file_path():
+    import warnings
+
+    # importing helpers installed this format: what a notebook's stderr shows for any warning
+    shown = warnings.formatwarning("plan cache entry was foreign", UserWarning, "/home/alice/course/x.py", 212)
+    assert shown == "UserWarning: plan cache entry was foreign\n"
+
+
+def test_tidy_paths_replaces_machine_specific_folders():
+    import os
+    import sys
+    import tempfile
+
+    text = H.tidy_paths(f"{sys.prefix}/bin/python {tempfile.gettempdir()}/x /home/alice/y "
+                        "/opt/venv/lib/python3.12/site-packages/nvidia/cudnn/lib/libcudnn.so.9 /usr/lib/libc.so")
+    assert text.split() == ["<python-env>/bin/python", "<tmp>/x", "~/y",
+                            "<site-packages>/nvidia/cudnn/lib/libcudnn.so.9", "/usr/lib/libc.so"]
+    assert H.tidy_paths(None) == ""
+
+
+def test_make_keeps_a_system_cuda_torch(tmp_path):
+    """SYSTEM_TORCH=1 (auto-detected when python3 has a CUDA torch): a venv that sees the system packages,
+    and no torch download."""
+    import shutil
+    import subprocess
+
+    if shutil.which("make") is None:
+        pytest.skip("needs make")
+    root = Path(__file__).resolve().parent.parent
+    venv = tmp_path / "venv"
+    dry = lambda *args: subprocess.run(["make", "-n", "-B", "test", f"VENV={venv}", *args], cwd=root,
+                                       capture_output=True, text=True, check=True).stdout
+    system = dry("SYSTEM_TORCH=1")
+    assert "--system-site-packages" in system and 'pip install -q  "torch' not in system and '"torch' not in system
+    own = dry("SYSTEM_TORCH=0", "TORCH=torch==2.13.0")
+    assert "--system-site-packages" not in own and '"torch==2.13.0"' in own
 
 
 def test_execute_without_gpu_prints_one_line_and_fails(capsys):

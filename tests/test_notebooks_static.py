@@ -5,14 +5,14 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from helpers import notebooks as N
 from helpers.device import FEATURES
 from helpers.notebooks import META_KEY, code_hash, requires, stamp
 
 ROOT = Path(__file__).resolve().parent.parent
 NB_DIR = ROOT / "notebooks"
 NOTEBOOKS = sorted(NB_DIR.glob("*.ipynb"))
-REPO = re.search(r'^Repository = "([^"]+)"', (ROOT / "pyproject.toml").read_text(), re.M)[1]
-SLUG = REPO.removeprefix("https://github.com/")
+SLUG = N.repository(ROOT)
 
 
 def test_there_are_notebooks():
@@ -110,3 +110,29 @@ def test_stamp_matches_current_code(nb):
         assert entry.get(key), f"stamp lacks {key}"
     assert entry["code_sha256"] == code_hash(nb), (
         f"{_path(nb).name}: code changed since its last GPU run — re-execute it (make run)")
+
+
+def test_outputs_hold_no_machine_specific_paths(nb):
+    problems = N.path_problems(nb, _path(nb).name)
+    assert not problems, "\n".join(problems)
+
+
+def test_every_plotting_cell_stores_its_figure(nb):
+    problems = N.figure_problems(nb, _path(nb).name)
+    assert not problems, "\n".join(problems) + "\nre-execute with `python -m helpers.execute` (inline backend)"
+
+
+def test_results_csv_matches_the_numbers_printed_in_the_stored_outputs():
+    stored = {p.name: nbformat.read(p, as_version=4) for p in NOTEBOOKS}
+    problems = N.results_problems(stored, ROOT / "results")
+    assert not problems, "\n".join(problems) + "\n(`python -m helpers.notebooks sync-results` rewrites the CSV)"
+
+
+def test_badges_clone_urls_and_pyproject_name_one_repository():
+    mentions = N.repo_mentions(ROOT)
+    others = [m for m in mentions if m[2] != SLUG]
+    assert not others, f"not {SLUG}: {others} (`make fork REPO=OWNER/NAME` rewrites them all)"
+    readme_badges = {what.removeprefix("badge for ") for f, what, _ in mentions if f == "README.md"}
+    assert readme_badges == {f"notebooks/{p.name}" for p in NOTEBOOKS}, "one Open-in-Colab badge per notebook row"
+    clones = {f for f, what, _ in mentions if what == "setup cell clone URL"}
+    assert clones == {p.name for p in NOTEBOOKS}, "every setup cell clones the course"
