@@ -204,7 +204,7 @@ def test_colab_branch_clones_the_course_and_imports_helpers_from_the_clone(tmp_p
         f"exec(compile({head!r}, 'setup-cell', 'exec'))\n"
         "print(H.__file__)\n"
         "print(pip_calls[0][-1] if pip_calls else 'no pip call')\n")
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "MPLBACKEND")}  # a fresh Colab process
     run = subprocess.run([sys.executable, "-c", driver], cwd=tmp_path, env=env, capture_output=True, text=True,
                          timeout=300)
     assert run.returncode == 0, run.stderr[-2000:]
