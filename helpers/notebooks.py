@@ -134,7 +134,6 @@ def figure_problems(nb, name: str) -> list[str]:
 
 # ---------------------------------------------------------------- recorded headline numbers
 RECORD_LINE = re.compile(r"^recorded (?P<notebook>\S+) · (?P<metric>.+) = (?P<value>\S+)(?: (?P<unit>.*))?$")
-RESULT_FIELDS = ["notebook", "metric", "value", "unit", "gpu", "torch", "cudnn_backend", "recorded_at"]
 
 
 def recorded_numbers(nb) -> dict:
@@ -208,6 +207,7 @@ def sync_results(paths=None, results_dir: Path | None = None) -> list[Path]:
     """Rewrite ``results/<gpu>.csv`` from the stored outputs of the notebooks (all by default)."""
     import nbformat
 
+    from .results import FIELDS
     from .results import results_dir as default_dir
 
     results_dir = Path(results_dir or default_dir())
@@ -218,7 +218,7 @@ def sync_results(paths=None, results_dir: Path | None = None) -> list[Path]:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(".csv.tmp")
         with open(tmp, "w", newline="") as f:
-            writer = csv.DictWriter(f, fieldnames=RESULT_FIELDS)
+            writer = csv.DictWriter(f, fieldnames=FIELDS)
             writer.writeheader()
             writer.writerows(sorted(rows, key=lambda r: r["notebook"]))
         tmp.replace(path)

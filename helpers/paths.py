@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import re
-import site
 import sys
 import tempfile
 from pathlib import Path
@@ -32,12 +31,6 @@ def _prefixes() -> list[tuple[str, str]]:
         pairs.append((home, "~"))
     # longest first, so /opt/env/lib/... is matched before /opt/env
     return sorted({p for p in pairs if p[0]}, key=lambda p: -len(p[0]))
-
-
-def site_dirs() -> list[str]:
-    dirs = list(getattr(site, "getsitepackages", lambda: [])())
-    user = getattr(site, "getusersitepackages", lambda: None)()
-    return [d for d in dirs + ([user] if user else []) if d]
 
 
 def tidy_paths(text) -> str:
