@@ -33,7 +33,7 @@ endif
 	touch $@
 
 run: $(VENV)/.installed
-	$(BIN)/python -m helpers.execute
+	$(BIN)/python -m tools.execute
 
 test: $(VENV)/.installed
 	$(BIN)/python -m pytest
@@ -49,7 +49,7 @@ wheelhouse:
 
 fork: $(VENV)/.installed
 	@test -n "$(REPO)" || { echo "usage: make fork REPO=OWNER/NAME"; exit 2; }
-	$(BIN)/python -m helpers.notebooks set-repo $(REPO)
+	$(BIN)/python -m tools.notebooks set-repo $(REPO)
 
 clean:
 	rm -rf $(VENV)

@@ -1,20 +1,25 @@
-"""Plumbing for the cuDNN Frontend course notebooks.
+"""What the course notebooks call: plumbing only.
 
-The cuDNN graphs themselves live in the notebooks; this package only loads the
-library, knows the device, times, checks, plots and records.
+The cuDNN graphs are written in the notebooks. This package loads the library (libcudnn),
+knows the device and its feature gates (device, features), times (timing, sweep), checks
+(checking), binds tensors to graphs (graphs), reads what ran on the GPU (profiling), plots
+(plotting) and records headline numbers (results). ``helpers.recipes`` holds graphs and
+procedures a notebook teaches and later notebooks reuse; maintainer tooling (the executor,
+notebook metadata) lives in ``tools/`` and is never imported here.
 """
 from .checking import TOLERANCE, CheckResult, check, check_table, poison_, rel_error, tolerance
-from .device import (DeviceInfo, Gate, backend_version, device_info, feature_table, gate, has_gpu,
-                     measured_bandwidth_gbps, measured_peak_tflops, peak_tflops, require_gpu, versions,
-                     working_dtype)
-from .errors import CourseError, CudnnNotFoundError, FeatureUnavailable, NoGPUError, _compact_warnings
-from .graphs import GraphIO, StepTimer, build, get_handle, workspace_for
+from .device import DeviceInfo, backend_version, device_info, dtype_name, has_gpu, require_gpu, versions, working_dtype
+from .errors import CourseError, CudnnNotFoundError, FeatureUnavailable, NoGPUError, _compact_warnings, first_line
+from .features import Gate, feature_table, gate, notebook_requirements_met
+from .graphs import GraphIO, build, get_handle, workspace_for
 from .libcudnn import load_cudnn, loaded_library
-from .paths import tidy_paths
+from .paths import artifacts_dir, tidy_paths
+from .plotting import bar_compare, color_for, line_compare, plot_sweep, use_style
 from .profiling import kernels_launched
-from .plotting import bar_compare, color_for, line_compare, use_style
 from .results import record, summary
-from .timing import Timing, benchmark, flush_l2_cache, gbps, tflops
+from .sweep import grid, peak_extra_mib, perf_sweep
+from .timing import (StepTimer, Timing, benchmark, flush_l2_cache, gbps, measured_bandwidth_gbps,
+                     measured_peak_tflops, peak_tflops, tflops)
 
 __all__ = [name for name in dir() if not name.startswith("_")]
 

@@ -6,6 +6,8 @@ from dataclasses import dataclass
 
 import torch
 
+from .device import dtype_name
+
 # Relative-error (by norm) tolerances for results stored in each dtype, with
 # fp32 accumulation. Rounding the output alone costs about 2^-9 (bf16), 2^-12
 # (fp16); the margin covers long reductions, not wrong answers (those land near 1).
@@ -154,7 +156,7 @@ def check(case: str, out: torch.Tensor, ref: torch.Tensor, *, dtype: torch.dtype
     rtol = ELEMENT_RTOL.get(dtype, tol) if rtol is None else float(rtol)
     unwritten = int(torch.isnan(out.detach().float()).sum().item()) if out.dtype.is_floating_point else 0
     err = rel_error(out, ref)
-    result = CheckResult(case, err, tol, str(dtype).replace("torch.", ""), unwritten,
+    result = CheckResult(case, err, tol, dtype_name(dtype), unwritten,
                          element_report(out, ref, tol, rtol))
     if not quiet:
         print(result)

@@ -1,4 +1,4 @@
-"""Device facts, the working dtype, and feature gates that say *why* not."""
+"""Device facts: which GPU, its datasheet ceilings, the working dtype, versions."""
 from __future__ import annotations
 
 import functools
@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from .errors import FeatureUnavailable, NoGPUError
+from .errors import NoGPUError
 
 # Dense (no sparsity) tensor-core peaks in TFLOP/s and memory bandwidth in GB/s,
 # from the vendors' datasheets. Matched by substring of the torch device name,
@@ -41,8 +41,10 @@ class DeviceInfo:
     sm_count: int
     memory_gb: float
     l2_bytes: int
-    peak_tflops: dict = field(default_factory=dict)  # {"bf16": ..., "fp16": ..., "fp8": ...}; None when unknown
-    peak_gbps: float | None = None
+    # Datasheet ceilings (dense, no sparsity); None when the GPU is not in the table. The *measured* peaks
+    # are ``H.measured_peak_tflops`` / ``H.measured_bandwidth_gbps`` (helpers/timing.py).
+    datasheet_tflops: dict = field(default_factory=dict)  # {"bfloat16": ..., "float16": ..., "float8_e4m3fn": ...}
+    datasheet_gbps: float | None = None
 
     @property
     def sm_version(self) -> int:
@@ -59,6 +61,13 @@ def slugify(gpu_name: str) -> str:
     return "".join(c if c.isalnum() else "-" for c in gpu_name.lower()).strip("-").replace("--", "-")
 
 
+def dtype_name(dtype: torch.dtype) -> str:
+    """torch's name without the prefix: ``torch.bfloat16`` -> ``'bfloat16'`` (titles, file names, saved choices)."""
+    if not isinstance(dtype, torch.dtype):
+        raise TypeError(f"expected a torch.dtype, got {type(dtype).__name__}")
+    return str(dtype).removeprefix("torch.")
+
+
 def has_gpu() -> bool:
     return torch.cuda.is_available() and torch.cuda.device_count() > 0
 
@@ -71,17 +80,21 @@ def require_gpu() -> "DeviceInfo":
     return device_info()
 
 
+def datasheet_row(gpu_name: str) -> tuple:
+    """(bf16, fp16, fp8 TFLOP/s, GB/s) for the first table entry whose key is in ``gpu_name``; Nones if none is."""
+    for key, *row in _DATASHEET:
+        if key.lower() in gpu_name.lower():
+            return tuple(row)
+    return (None, None, None, None)
+
+
 @functools.lru_cache(maxsize=None)
 def device_info(index: int | None = None) -> DeviceInfo:
     if not has_gpu():
         require_gpu()
     index = torch.cuda.current_device() if index is None else index
     props = torch.cuda.get_device_properties(index)
-    bf16 = fp16 = fp8 = gbps = None
-    for key, *row in _DATASHEET:
-        if key.lower() in props.name.lower():
-            bf16, fp16, fp8, gbps = row
-            break
+    bf16, fp16, fp8, gbps = datasheet_row(props.name)
     return DeviceInfo(
         name=props.name,
         index=index,
@@ -89,8 +102,8 @@ def device_info(index: int | None = None) -> DeviceInfo:
         sm_count=props.multi_processor_count,
         memory_gb=props.total_memory / 2**30,
         l2_bytes=int(getattr(props, "L2_cache_size", 0) or 50 * 2**20),
-        peak_tflops={"bf16": bf16, "fp16": fp16, "fp8": fp8},
-        peak_gbps=gbps,
+        datasheet_tflops={"bfloat16": bf16, "float16": fp16, "float8_e4m3fn": fp8},
+        datasheet_gbps=gbps,
     )
 
 
@@ -98,46 +111,6 @@ def working_dtype(device: DeviceInfo | None = None) -> torch.dtype:
     """bf16 on Ampere (sm80) and newer, fp16 before that."""
     device = device or require_gpu()
     return torch.bfloat16 if device.sm >= (8, 0) else torch.float16
-
-
-def dtype_key(dtype: torch.dtype) -> str:
-    return {torch.bfloat16: "bf16", torch.float16: "fp16", torch.float32: "fp32",
-            getattr(torch, "float8_e4m3fn", None): "fp8"}.get(dtype, str(dtype).replace("torch.", ""))
-
-
-# ---------------------------------------------------------------- measured peaks
-@functools.lru_cache(maxsize=None)
-def measured_peak_tflops(dtype: torch.dtype = torch.bfloat16, n: int = 8192) -> float:
-    """Dense matmul rate torch reaches on this GPU (random data, median of runs)."""
-    from .timing import benchmark
-
-    require_gpu()
-    a = torch.randn(n, n, device="cuda", dtype=dtype)
-    b = torch.randn(n, n, device="cuda", dtype=dtype)
-    t = benchmark(lambda: a @ b, warmup=3, iters=10, flush_l2=False)
-    del a, b
-    return 2 * n**3 / (t.median_ms * 1e-3) / 1e12
-
-
-@functools.lru_cache(maxsize=None)
-def measured_bandwidth_gbps(nbytes: int = 2 * 2**30) -> float:
-    """Device-to-device copy rate, counting bytes read plus bytes written."""
-    from .timing import benchmark
-
-    require_gpu()
-    src = torch.empty(nbytes, dtype=torch.uint8, device="cuda")
-    dst = torch.empty_like(src)
-    t = benchmark(lambda: dst.copy_(src), warmup=3, iters=10, flush_l2=False)
-    del src, dst
-    return 2 * nbytes / (t.median_ms * 1e-3) / 1e9
-
-
-def peak_tflops(dtype: torch.dtype, measured: bool = True) -> float:
-    """The ceiling to quote '% of peak' against: measured by default, datasheet otherwise."""
-    if measured:
-        return measured_peak_tflops(dtype)
-    value = require_gpu().peak_tflops.get(dtype_key(dtype))
-    return value if value is not None else measured_peak_tflops(dtype)
 
 
 # ---------------------------------------------------------------- versions
@@ -189,81 +162,3 @@ def backend_version() -> int:
         return 0
 
 
-# ---------------------------------------------------------------- feature gates
-@dataclass(frozen=True)
-class Gate:
-    feature: str
-    ok: bool
-    reason: str
-
-    def __bool__(self) -> bool:
-        return self.ok
-
-    def require(self) -> None:
-        """Stop here with one clear line when the feature is missing."""
-        if not self.ok:
-            raise FeatureUnavailable(f"{self.feature}: {self.reason}")
-
-
-# feature -> (minimum SM as (major, minor), minimum backend as int, human description)
-FEATURES = {
-    "bf16":                 ((8, 0), 0,     "bfloat16 tensor cores"),
-    "sdpa":                 ((8, 0), 90000, "fused attention (SDPA) forward and backward"),
-    "fp8":                  ((8, 9), 90100, "FP8 (e4m3) matmul"),
-    "kernel_cache":         ((0, 0), 90400, "kernel cache / dynamic shapes"),
-    "kernel_cache_serialize": ((0, 0), 91000, "serializing a kernel cache"),
-    "native_cuda_graph":    ((0, 0), 90500, "cuDNN's native CUDA-graph API"),
-    "override_shapes":      ((0, 0), 92100, "execute-time override shapes"),
-}
-_BLOCKED_BACKENDS = {"sdpa": {91000, 91001}}  # known-bad SDPA releases
-
-
-def _fmt_backend(v: int) -> str:
-    return f"{v // 10000}.{(v // 100) % 100}.{v % 100}"
-
-
-def gate(feature: str) -> Gate:
-    """Can this machine run ``feature``? ``Gate.ok`` plus a reason either way."""
-    if feature not in FEATURES:
-        raise ValueError(f"feature must be one of {sorted(FEATURES)}, got {feature!r}")
-    min_sm, min_backend, what = FEATURES[feature]
-    if not has_gpu():
-        return Gate(feature, False, "no NVIDIA GPU is visible")
-    d = device_info()
-    if feature == "fp8" and d.sm[0] == 8 and d.sm < (8, 9):
-        return Gate(feature, False, f"{what} needs sm89 (Ada) or sm90+ (Hopper); this {d.name} is sm{d.sm_version}")
-    if d.sm < min_sm:
-        return Gate(feature, False, f"{what} needs sm{10 * min_sm[0] + min_sm[1]}+; this {d.name} is sm{d.sm_version}")
-    bv = backend_version()
-    if bv == 0:
-        return Gate(feature, False, "no libcudnn could be loaded")
-    if bv < min_backend:
-        return Gate(feature, False, f"{what} needs cuDNN backend ≥ {_fmt_backend(min_backend)}; loaded {_fmt_backend(bv)}")
-    if bv in _BLOCKED_BACKENDS.get(feature, ()):
-        return Gate(feature, False, f"cuDNN {_fmt_backend(bv)} has known {what} bugs; upgrade the backend")
-    return Gate(feature, True, f"supported on {d.name} (sm{d.sm_version}) with cuDNN {_fmt_backend(bv)}")
-
-
-def feature_table():
-    """A pandas table: feature, supported?, reason."""
-    import pandas as pd
-
-    rows = [{"feature": FEATURES[f][2], "key": f, "supported": g.ok, "why": g.reason} for f in FEATURES for g in [gate(f)]]
-    return pd.DataFrame(rows).set_index("key")
-
-
-def notebook_requirements_met(requires: dict) -> tuple[bool, str]:
-    """Evaluate a notebook's ``requires`` metadata (gpu, min_sm, min_cudnn, features)."""
-    if requires.get("gpu", True) and not has_gpu():
-        return False, "no NVIDIA GPU: this notebook re-executes on a GPU only"
-    if not has_gpu():
-        return True, ""
-    d = device_info()
-    min_sm = requires.get("min_sm")
-    if min_sm and d.sm_version < int(min_sm):
-        return False, f"needs sm{min_sm}+, this {d.name} is sm{d.sm_version}"
-    for feature in requires.get("features", []):
-        g = gate(feature)
-        if not g.ok:
-            return False, f"{feature}: {g.reason}"
-    return True, ""

@@ -20,6 +20,13 @@ class FeatureUnavailable(CourseError):
     """The GPU or cuDNN version lacks a feature this code needs."""
 
 
+def first_line(exc: BaseException, width: int = 110) -> str:
+    """``TypeName: first line of the message`` (cut to ``width``): how the notebooks report a refusal
+    (an engine that declines a graph, a backend torch cannot run) in a table cell or one printed line."""
+    lines = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {lines[0][:width]}" if lines else type(exc).__name__
+
+
 def _format_warning(message, category, filename, lineno, line=None) -> str:
     """``Category: message``, without Python's ``/path/to/file.py:123:`` prefix and source line.
 

@@ -2,13 +2,14 @@
 with explicit UIDs, a timed five-step build, and the workspace."""
 from __future__ import annotations
 
-import time
 from collections import OrderedDict
-from contextlib import contextmanager
+from typing import Iterable
 
 import torch
 
+from .device import require_gpu
 from .libcudnn import load_cudnn
+from .timing import StepTimer
 
 # ---------------------------------------------------------------- handles
 _handles: dict = {}
@@ -17,13 +18,13 @@ _handles: dict = {}
 def get_handle(device: int | None = None):
     """One ``cudnn.Handle`` per device, bound to torch's *current* stream.
 
-    Call it every time you execute (it is cheap: the frontend skips an unchanged
-    stream). Binding on each call is what keeps cuDNN work on the stream torch
-    is capturing or running on — inside ``torch.cuda.graph`` that is the capture
-    stream; forgetting it gives an empty CUDA graph.
+    The course's one convention: ask for the handle on the stream you are about to
+    run on — ``graph.execute(pack, workspace, handle=H.get_handle())`` for a single
+    call; once, right before the loop, for a timed loop or a ``torch.cuda.graph``
+    capture (the stream does not change inside it). Binding is what keeps cuDNN
+    work on the stream torch runs or captures; a handle bound earlier to another
+    stream gives an empty CUDA graph.
     """
-    from .device import require_gpu
-
     require_gpu()
     cudnn = load_cudnn()
     index = torch.cuda.current_device() if device is None else int(device)
@@ -36,31 +37,6 @@ def get_handle(device: int | None = None):
 
 
 # ---------------------------------------------------------------- the build
-class StepTimer:
-    """Wall time of named steps: ``with timer("validate"): graph.validate()``."""
-
-    def __init__(self):
-        self.ms: "OrderedDict[str, float]" = OrderedDict()
-
-    @contextmanager
-    def __call__(self, step: str):
-        t0 = time.perf_counter()
-        try:
-            yield
-        finally:
-            self.ms[step] = (time.perf_counter() - t0) * 1e3
-
-    @property
-    def total_ms(self) -> float:
-        return sum(self.ms.values())
-
-    def table(self):
-        import pandas as pd
-
-        df = pd.DataFrame({"step": list(self.ms), "ms": list(self.ms.values())})
-        return pd.concat([df, pd.DataFrame({"step": ["total"], "ms": [self.total_ms]})], ignore_index=True).set_index("step")
-
-
 def build(graph, heuristics=None, policy=None) -> StepTimer:
     """The five build steps, each timed. Returns the ``StepTimer``.
 
@@ -85,10 +61,19 @@ def build(graph, heuristics=None, policy=None) -> StepTimer:
     return timer
 
 
-def workspace_for(graph, device: int | None = None) -> torch.Tensor:
-    """A uint8 device buffer of the graph's workspace size (at least 1 byte)."""
+def workspace_for(graph, plan: int | Iterable[int] | None = None, device: int | None = None) -> torch.Tensor:
+    """A uint8 device buffer for ``graph``'s workspace (at least 1 byte).
+
+    ``plan=None``: the selected plan's size. ``plan=i``: plan *i*'s (``get_workspace_size_plan_at_index``),
+    for ``execute_plan_at_index``. ``plan=[i, j, ...]``: the largest of those plans', so one buffer serves all.
+    """
+    if plan is None:
+        size = int(graph.get_workspace_size())
+    else:
+        indices = [plan] if isinstance(plan, int) else [int(i) for i in plan]
+        size = max([int(graph.get_workspace_size_plan_at_index(i)) for i in indices] + [0])
     index = torch.cuda.current_device() if device is None else device
-    return torch.empty(max(int(graph.get_workspace_size()), 1), dtype=torch.uint8, device=f"cuda:{index}")
+    return torch.empty(max(size, 1), dtype=torch.uint8, device=f"cuda:{index}")
 
 
 # ---------------------------------------------------------------- tensors
@@ -123,7 +108,7 @@ class GraphIO:
     def _validate(name: str, t, dtype, layout) -> None:
         if not isinstance(t, torch.Tensor):
             raise TypeError(f"{name}: expected a torch.Tensor, got {type(t).__name__}")
-        if not t.is_cuda:
+        if not t.is_cuda and not t.is_meta:  # meta tensors: construction only (unit tests without a GPU)
             raise ValueError(f"{name}: tensor is on {t.device}; cuDNN needs it on a CUDA device (use .cuda())")
         if dtype is not None and t.dtype != dtype:
             raise TypeError(f"{name}: dtype is {t.dtype}, this graph expects {dtype}")
@@ -143,13 +128,17 @@ class GraphIO:
     def output(self, name: str, graph_tensor, t: torch.Tensor, *, dtype: torch.dtype | None = None):
         """Mark ``graph_tensor`` as an output written into buffer ``t``.
 
-        The graph tensor takes ``t``'s dtype; shapes and strides are compared
-        with the buffer after ``validate()`` by ``check_buffers()``.
+        The graph tensor takes ``t``'s dtype, shape and strides (so a channels-last or
+        transposed buffer is written in its own layout, and a reduction's output gets the
+        buffer's reduced shape). ``check_buffers()`` after ``validate()`` confirms the
+        graph agrees.
         """
         self._validate(name, t, dtype, None)
-        cudnn = load_cudnn()
+        import cudnn  # already imported: it made self.graph (and needs no libcudnn for a dtype conversion)
+
         graph_tensor.set_output(True).set_name(name).set_uid(self._uid(name))
         graph_tensor.set_data_type(cudnn.datatypes.torch_to_cudnn_data_type(t.dtype))
+        graph_tensor.set_dim(list(t.shape)).set_stride(list(t.stride()))
         self.buffers[name] = t
         return graph_tensor
 

@@ -1,4 +1,8 @@
-"""Machine-specific folders out of text that a notebook stores.
+"""Where the course keeps files, and machine-specific folders out of text a notebook stores.
+
+``artifacts_dir()`` is the one place a notebook leaves a file for a later one (03's autotune
+choice, read by 06): ``$COURSE_ARTIFACTS_DIR``, else ``artifacts/`` in the checkout (not
+committed), else ``./artifacts``. Committed headline numbers live in ``results/`` instead.
 
 A stored output that holds ``/home/alice/...`` or a temp folder differs on every
 other machine (nbval then fails there) and leaks the author's layout. ``tidy_paths``
@@ -13,6 +17,21 @@ import tempfile
 from pathlib import Path
 
 COURSE_ROOT = Path(__file__).resolve().parent.parent
+
+
+def in_checkout() -> bool:
+    """True when ``helpers`` is imported from a course checkout (not from an installed copy)."""
+    return (COURSE_ROOT / "pyproject.toml").exists()
+
+
+def artifacts_dir() -> Path:
+    """The folder for files one notebook hands to a later one (created on first use)."""
+    if os.environ.get("COURSE_ARTIFACTS_DIR"):
+        folder = Path(os.environ["COURSE_ARTIFACTS_DIR"])
+    else:
+        folder = (COURSE_ROOT if in_checkout() else Path.cwd()) / "artifacts"
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
 
 # Any folder up to and including site-packages/dist-packages, wherever the environment lives.
 _SITE = re.compile(r"(?:[A-Za-z]:)?[^\s:;'\"=,()\[\]]*?[/\\](?:site|dist)-packages(?=[/\\]|\b)")

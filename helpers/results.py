@@ -1,4 +1,4 @@
-"""Record each notebook's headline numbers in ``results/<gpu>.csv``."""
+"""Record each notebook's headline numbers in ``results/<gpu>.csv`` (committed: nothing else lives there)."""
 from __future__ import annotations
 
 import csv
@@ -13,8 +13,9 @@ def results_dir() -> Path:
     """``$COURSE_RESULTS_DIR``, else ``results/`` at the checkout root, else ``./results``."""
     if os.environ.get("COURSE_RESULTS_DIR"):
         return Path(os.environ["COURSE_RESULTS_DIR"])
-    root = Path(__file__).resolve().parent.parent
-    return root / "results" if (root / "pyproject.toml").exists() else Path.cwd() / "results"
+    from .paths import COURSE_ROOT, in_checkout
+
+    return (COURSE_ROOT if in_checkout() else Path.cwd()) / "results"
 
 
 def results_file(gpu_slug: str | None = None) -> Path:

@@ -1,11 +1,18 @@
-"""GPU timing: CUDA events, warm-up, median of many runs, optional L2 flush."""
+"""Timing: GPU time with CUDA events (warm-up, median of many runs, optional L2 flush), wall time of
+named steps, and the ceilings to quote '% of peak' against (measured on this GPU, or the datasheet's)."""
 from __future__ import annotations
 
+import functools
 import statistics
+import time
+from collections import OrderedDict
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Callable
 
 import torch
+
+from .device import device_info, dtype_name, require_gpu
 
 
 @dataclass(frozen=True)
@@ -32,8 +39,6 @@ _flush_buffers: dict = {}
 
 def flush_l2_cache(device: int | None = None) -> None:
     """Overwrite a buffer twice the L2 size so the next run starts cold."""
-    from .device import device_info
-
     index = torch.cuda.current_device() if device is None else device
     buf = _flush_buffers.get(index)
     if buf is None:
@@ -61,8 +66,6 @@ def benchmark(fn: Callable[[], object], *, warmup: int = 10, iters: int = 50, fl
         raise TypeError(f"fn must be callable, got {type(fn).__name__}")
     if iters < 1 or warmup < 0:
         raise ValueError(f"need iters >= 1 and warmup >= 0, got iters={iters}, warmup={warmup}")
-    from .device import require_gpu
-
     require_gpu()
     stream = torch.cuda.current_stream()
     if max_ms is not None:  # one probe run decides whether warm-up is affordable
@@ -97,3 +100,61 @@ def tflops(flops: float, ms: float) -> float:
 def gbps(nbytes: float, ms: float) -> float:
     """Rate in GB/s for ``nbytes`` moved in ``ms`` milliseconds."""
     return nbytes / (ms * 1e-3) / 1e9
+
+
+# ---------------------------------------------------------------- wall time of named steps
+class StepTimer:
+    """Wall time of named steps: ``with timer("validate"): graph.validate()``."""
+
+    def __init__(self):
+        self.ms: "OrderedDict[str, float]" = OrderedDict()
+
+    @contextmanager
+    def __call__(self, step: str):
+        t0 = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.ms[step] = (time.perf_counter() - t0) * 1e3
+
+    @property
+    def total_ms(self) -> float:
+        return sum(self.ms.values())
+
+    def table(self):
+        import pandas as pd
+
+        df = pd.DataFrame({"step": list(self.ms), "ms": list(self.ms.values())})
+        return pd.concat([df, pd.DataFrame({"step": ["total"], "ms": [self.total_ms]})], ignore_index=True).set_index("step")
+
+
+# ---------------------------------------------------------------- ceilings
+@functools.lru_cache(maxsize=None)
+def measured_peak_tflops(dtype: torch.dtype = torch.bfloat16, n: int = 8192) -> float:
+    """Dense matmul rate torch reaches on this GPU (random data, median of runs)."""
+    require_gpu()
+    a = torch.randn(n, n, device="cuda", dtype=dtype)
+    b = torch.randn(n, n, device="cuda", dtype=dtype)
+    t = benchmark(lambda: a @ b, warmup=3, iters=10, flush_l2=False)
+    del a, b
+    return 2 * n**3 / (t.median_ms * 1e-3) / 1e12
+
+
+@functools.lru_cache(maxsize=None)
+def measured_bandwidth_gbps(nbytes: int = 2 * 2**30) -> float:
+    """Device-to-device copy rate, counting bytes read plus bytes written."""
+    require_gpu()
+    src = torch.empty(nbytes, dtype=torch.uint8, device="cuda")
+    dst = torch.empty_like(src)
+    t = benchmark(lambda: dst.copy_(src), warmup=3, iters=10, flush_l2=False)
+    del src, dst
+    return 2 * nbytes / (t.median_ms * 1e-3) / 1e9
+
+
+def peak_tflops(dtype: torch.dtype, measured: bool = True) -> float:
+    """The ceiling to quote '% of peak' against: measured by default, the datasheet's with ``measured=False``
+    (falls back to the measured one when the GPU is not in the datasheet table)."""
+    if measured:
+        return measured_peak_tflops(dtype)
+    value = require_gpu().datasheet_tflops.get(dtype_name(dtype))
+    return value if value is not None else measured_peak_tflops(dtype)

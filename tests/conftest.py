@@ -21,24 +21,19 @@ def pytest_configure(config):
     backend whatever MPLBACKEND the caller set (under Agg a plotting cell shows nothing, and its stored
     ``<Figure ...>`` output would not match). This process keeps a headless backend of its own.
 
-    nbval re-executes the notebooks, and they record their headline numbers
-    (``H.record``) in ``results/``. Point them at a scratch copy instead, so the
-    committed numbers stay those of ``make run``; 06 still finds 03's saved
-    autotune choice there. A caller who sets ``COURSE_RESULTS_DIR`` keeps it.
+    nbval re-executes the notebooks, and they record their headline numbers (``H.record``) in
+    ``results/``. Point them at an empty scratch folder instead, so the committed numbers stay those
+    of ``make run``. A caller who sets ``COURSE_RESULTS_DIR`` keeps it.
     """
     import matplotlib
 
     matplotlib.use("Agg")  # for this process; set before the variable below changes
-    from helpers.execute import INLINE_BACKEND
+    from tools.execute import INLINE_BACKEND
 
     os.environ["MPLBACKEND"] = INLINE_BACKEND
     if os.environ.get("COURSE_RESULTS_DIR"):
         return
-    from helpers.results import results_dir
-
     scratch = Path(tempfile.mkdtemp(prefix="course-results-"))
-    if results_dir().is_dir():
-        shutil.copytree(results_dir(), scratch, dirs_exist_ok=True)
     os.environ["COURSE_RESULTS_DIR"] = str(scratch)
     config._course_results_scratch = scratch
 
@@ -51,14 +46,14 @@ def pytest_unconfigure(config):
 
 
 def pytest_report_header(config):
-    from helpers.device import has_gpu, device_info
+    from helpers.device import device_info, has_gpu
 
     return f"GPU: {device_info().name if has_gpu() else 'none (GPU tests and nbval re-execution will skip)'}"
 
 
 def pytest_collection_modifyitems(config, items):
-    from helpers.device import notebook_requirements_met
-    from helpers.notebooks import requires
+    from helpers.features import notebook_requirements_met
+    from tools.notebooks import requires
 
     verdicts = {}
     for item in items:

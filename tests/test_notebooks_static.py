@@ -5,9 +5,9 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from helpers import notebooks as N
-from helpers.device import FEATURES
-from helpers.notebooks import META_KEY, code_hash, requires, stamp
+from helpers.features import FEATURES
+from tools import notebooks as N
+from tools.notebooks import META_KEY, code_hash, requires, stamp
 
 ROOT = Path(__file__).resolve().parent.parent
 NB_DIR = ROOT / "notebooks"
@@ -105,7 +105,7 @@ def test_outputs_stored_without_errors(nb):
 
 def test_stamp_matches_current_code(nb):
     entry = stamp(nb)
-    assert entry, f"{_path(nb).name}: not executed by helpers.execute (no {META_KEY}.execution stamp)"
+    assert entry, f"{_path(nb).name}: not executed by tools.execute (no {META_KEY}.execution stamp)"
     for key in ("gpu", "torch", "cudnn_backend", "cudnn_frontend", "date", "runtime_s", "code_sha256"):
         assert entry.get(key), f"stamp lacks {key}"
     assert entry["code_sha256"] == code_hash(nb), (
@@ -119,13 +119,13 @@ def test_outputs_hold_no_machine_specific_paths(nb):
 
 def test_every_plotting_cell_stores_its_figure(nb):
     problems = N.figure_problems(nb, _path(nb).name)
-    assert not problems, "\n".join(problems) + "\nre-execute with `python -m helpers.execute` (inline backend)"
+    assert not problems, "\n".join(problems) + "\nre-execute with `python -m tools.execute` (inline backend)"
 
 
 def test_results_csv_matches_the_numbers_printed_in_the_stored_outputs():
     stored = {p.name: nbformat.read(p, as_version=4) for p in NOTEBOOKS}
     problems = N.results_problems(stored, ROOT / "results")
-    assert not problems, "\n".join(problems) + "\n(`python -m helpers.notebooks sync-results` rewrites the CSV)"
+    assert not problems, "\n".join(problems) + "\n(`python -m tools.notebooks sync-results` rewrites the CSV)"
 
 
 def test_badges_clone_urls_and_pyproject_name_one_repository():

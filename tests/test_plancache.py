@@ -1,10 +1,10 @@
-"""helpers.plancache: the file format and the build/load logic, on CPU (fake graphs, no cudnn)."""
+"""helpers.recipes.plancache: the file format and the build/load logic, on CPU (fake graphs, no cudnn)."""
 import os
 import warnings
 
 import pytest
 
-from helpers.plancache import MAGIC, PlanCache, PlanCacheWarning
+from helpers.recipes.plancache import MAGIC, PlanCache, PlanCacheWarning
 
 FP = {"gpu": "NVIDIA H200", "sm": 90, "cudnn_backend": 91900, "cudnn_frontend": "1.32.0"}
 BLOB = bytes(range(256)) * 40

@@ -12,7 +12,7 @@ import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_notebook, new_output
 
-from helpers import notebooks as N
+from tools import notebooks as N
 
 ROOT = Path(__file__).resolve().parent.parent
 

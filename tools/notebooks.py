@@ -2,8 +2,8 @@
 the code hash, the execution stamp, each notebook's hardware needs, what a stored output may hold,
 figures, the recorded headline numbers, and the repository the badges and setup cells point at.
 
-    python -m helpers.notebooks set-repo OWNER/NAME   # point badges, setup cells and pyproject at a fork
-    python -m helpers.notebooks sync-results          # rewrite results/<gpu>.csv from the stored outputs
+    python -m tools.notebooks set-repo OWNER/NAME   # point badges, setup cells and pyproject at a fork
+    python -m tools.notebooks sync-results          # rewrite results/<gpu>.csv from the stored outputs
 """
 from __future__ import annotations
 
@@ -59,7 +59,7 @@ def write_stamp(nb, *, runtime_s: float) -> dict:
     """Record where, when and on what code the notebook was executed."""
     import datetime as _dt
 
-    from .device import device_info, versions
+    from helpers.device import device_info, versions
 
     v = versions()
     d = device_info()
@@ -117,7 +117,7 @@ def path_problems(nb, name: str) -> list[str]:
     return problems
 
 
-DRAWS = re.compile(r"\bplt\.|\bH\.(?:bar_compare|line_compare)\(|\.plot\(")
+DRAWS = re.compile(r"\bplt\.|\bH\.(?:bar_compare|line_compare|plot_sweep)\(|\.plot\(")
 
 
 def figure_problems(nb, name: str) -> list[str]:
@@ -165,7 +165,7 @@ def _backend_int(version: str | None) -> str:
 def derived_results(notebooks: dict) -> dict:
     """``{gpu_slug: [rows]}``: the results CSVs that the stored notebooks imply, from their recorded lines
     and stamps. ``notebooks`` maps a name to a loaded notebook."""
-    from .device import slugify
+    from helpers.device import slugify
 
     tables: dict = {}
     for name in sorted(notebooks):
@@ -207,8 +207,8 @@ def sync_results(paths=None, results_dir: Path | None = None) -> list[Path]:
     """Rewrite ``results/<gpu>.csv`` from the stored outputs of the notebooks (all by default)."""
     import nbformat
 
-    from .results import FIELDS
-    from .results import results_dir as default_dir
+    from helpers.results import FIELDS
+    from helpers.results import results_dir as default_dir
 
     results_dir = Path(results_dir or default_dir())
     notebooks = {Path(p).name: nbformat.read(p, as_version=4) for p in (paths or notebook_paths())}

@@ -1,4 +1,4 @@
-"""A persistent cache of serialized cuDNN execution plans.
+"""A persistent cache of serialized cuDNN execution plans (taught in notebook 06).
 
 A serialized plan is only valid on the GPU model and the cuDNN backend/frontend
 versions that built it, and only for the graph (shapes, dtypes, layouts) it was
@@ -48,8 +48,8 @@ class PlanCacheWarning(UserWarning):
 
 def current_fingerprint() -> dict:
     """What a serialized plan depends on, for this process (needs a GPU)."""
-    from .device import require_gpu
-    from .libcudnn import load_cudnn
+    from ..device import require_gpu
+    from ..libcudnn import load_cudnn
 
     cudnn = load_cudnn()
     d = require_gpu()
@@ -213,7 +213,7 @@ class PlanCache:
             loaded = None
             if blob is not None:
                 if new_graph is None:
-                    from .libcudnn import load_cudnn
+                    from ..libcudnn import load_cudnn
 
                     cudnn = load_cudnn()
                     new_graph = lambda: cudnn.pygraph(handle=handle)  # noqa: E731

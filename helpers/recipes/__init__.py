@@ -1,0 +1,16 @@
+"""Graphs and procedures that a notebook teaches and later notebooks reuse.
+
+The notebook that teaches one writes it out in full; later notebooks import it from here and say
+where it was taught. Each module names its teaching notebook.
+
+==================  ===========  =======================================================
+module              taught in    reused by
+==================  ===========  =======================================================
+conv_bias_relu      02           03 (tuned), 06 (serialized), 07 (dynamic shapes)
+matmul_bias_act     04           07 (kernel cache), 08 (CUDA graphs)
+sdpa                05           06 (serialized)
+autotune            03           04 (FP8 plans), 06 (the tuned plan, reloaded by name)
+plancache           06           06's exercises
+workers/            06, 07       programs the notebooks start in a fresh process (``python -m``)
+==================  ===========  =======================================================
+"""

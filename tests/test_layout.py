@@ -1,0 +1,118 @@
+"""The package's shape: roles kept apart, no import cycles, no programs held in strings."""
+import ast
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+HELPERS = ROOT / "helpers"
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _imports(path: Path) -> set[str]:
+    """helpers.* modules a module imports (at any level: a function-level import is still a dependency)."""
+    tree = ast.parse(path.read_text())
+    package = _module_name(path) if path.name == "__init__.py" else _module_name(path).rsplit(".", 1)[0]
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            names = [f"{target}.{a.name}" for a in node.names]
+            found.update(n for n in [target, *names] if n.startswith("helpers"))
+        elif isinstance(node, ast.Import):
+            found.update(a.name for a in node.names if a.name.startswith("helpers"))
+    return found
+
+
+def _graph() -> dict[str, set[str]]:
+    modules = {_module_name(p): p for p in HELPERS.rglob("*.py")}
+    return {name: {i for i in _imports(path) if i in modules and i != name} for name, path in modules.items()}
+
+
+def test_no_import_cycle_among_helpers_modules():
+    edges = _graph()
+    state, stack = {}, []
+
+    def visit(m):
+        state[m] = "open"
+        stack.append(m)
+        for d in sorted(edges.get(m, ())):
+            if state.get(d) == "open":
+                pytest.fail("import cycle: " + " -> ".join(stack[stack.index(d):] + [d]))
+            if d not in state:
+                visit(d)
+        stack.pop()
+        state[m] = "done"
+
+    for m in sorted(edges):
+        if m not in state:
+            visit(m)
+
+
+def test_helpers_never_import_the_maintainer_tools():
+    for path in HELPERS.rglob("*.py"):
+        if path.name == "execute.py" and path.parent == HELPERS:
+            continue  # the documented `python -m helpers.execute` entry point forwards to tools/
+        assert "tools" not in {n.split(".")[0] for n in _raw_imports(path)}, path
+
+
+def _raw_imports(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text())
+    out = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            out.add(node.module)
+        elif isinstance(node, ast.Import):
+            out.update(a.name for a in node.names)
+    return out
+
+
+def test_importing_helpers_is_cheap_and_needs_no_gpu():
+    code = "import helpers, sys; print(sorted(m for m in sys.modules if m.startswith('tools')))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
+
+
+def _code_cells(path: Path):
+    nb = json.loads(path.read_text())
+    for cell in nb["cells"]:
+        if cell["cell_type"] == "code":
+            yield "".join(cell["source"])
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "notebooks").glob("0*.ipynb")), ids=lambda p: p.name[:2])
+def test_no_program_is_held_in_a_string_or_assembled_from_source(path):
+    """Worker programs are modules (helpers/recipes/workers) run with `python -m`, never written from a string."""
+    for src in _code_cells(path):
+        assert "inspect.getsource" not in src, f"{path.name} assembles a program from function sources"
+        tree = ast.parse("\n".join(l for l in src.splitlines() if not l.lstrip().startswith(("%", "!"))))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.count("\n") > 8:
+                assert not any(k in node.value for k in ("import ", "def ")), (
+                    f"{path.name} holds a program in a string: {node.value[:60]!r}")
+
+
+# graph definitions that belong to a recipe, and the notebook that teaches each
+TAUGHT = {"conv_fprop": "02", "sdpa(": "05"}
+
+
+@pytest.mark.parametrize("op, teacher", sorted(TAUGHT.items()))
+def test_recipe_graphs_are_written_out_only_where_they_are_taught(op, teacher):
+    """A later notebook imports the recipe instead of writing the graph again."""
+    for path in sorted((ROOT / "notebooks").glob("0*.ipynb")):
+        if path.name.startswith(teacher):
+            continue
+        for src in _code_cells(path):
+            assert f".{op}" not in src, f"{path.name} writes the {op.rstrip('(')} graph again; import its recipe"

@@ -1,0 +1,151 @@
+"""Execute the course notebooks headlessly on the GPU, stamp them, print a summary.
+
+    python -m tools.execute                  # every notebook in notebooks/, in place
+    python -m tools.execute notebooks/02_*.ipynb --jobs 2 --output-dir out/
+
+The log stays short: one line per notebook, then the headline numbers grouped by notebook.
+What the kernels print to their own stderr (start-up and shutdown noise) and the client's
+warnings go to ``.scratch/kernel-logs/<notebook>.log``.
+"""
+from __future__ import annotations
+
+import argparse
+import concurrent.futures as cf
+import logging
+import multiprocessing
+import os
+import sys
+import time
+import warnings
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+LOG_DIR = ROOT / ".scratch" / "kernel-logs"
+# ipykernel's own inline backend: figures are stored in the notebook whatever the caller's MPLBACKEND
+# (a kernel started with MPLBACKEND=Agg stores no figures at all).
+INLINE_BACKEND = "module://matplotlib_inline.backend_inline"
+
+
+def kernel_env() -> dict:
+    """The environment a notebook kernel starts with: the caller's, with the inline matplotlib backend,
+    Jupyter's current folder layout (no migration warning) and debugpy's start-up check off."""
+    env = dict(os.environ)
+    env.update(MPLBACKEND=INLINE_BACKEND, JUPYTER_PLATFORM_DIRS="1", PYDEVD_DISABLE_FILE_VALIDATION="1")
+    return env
+
+
+def _kernel_manager():
+    """A kernel manager whose 'python3' is this interpreter (the venv's), whatever
+    other kernelspecs are installed on the machine."""
+    from ipykernel.kernelspec import RESOURCES, get_kernel_dict
+    from jupyter_client.kernelspec import KernelSpec, KernelSpecManager
+    from jupyter_client.manager import KernelManager
+
+    class CurrentPython(KernelSpecManager):
+        def get_kernel_spec(self, kernel_name):
+            if kernel_name == "python3":
+                return KernelSpec(resource_dir=RESOURCES, **get_kernel_dict())
+            return super().get_kernel_spec(kernel_name)
+
+    return KernelManager(kernel_name="python3", kernel_spec_manager=CurrentPython())
+
+
+def _file_logger(path: Path) -> logging.Logger:
+    logger = logging.getLogger(f"course.execute.{path.stem}")
+    logger.handlers[:] = [logging.FileHandler(path, mode="a")]
+    logger.propagate = False
+    logger.setLevel(logging.INFO)
+    return logger
+
+
+def execute_one(path: str, output_dir: str | None, timeout: int, allow_errors: bool) -> tuple[str, str, float]:
+    import nbformat
+    from nbclient import NotebookClient
+    from nbclient.exceptions import CellExecutionError
+
+    from helpers.features import notebook_requirements_met
+    from .notebooks import requires, write_stamp
+
+    path = Path(path)
+    nb = nbformat.read(path, as_version=4)
+    ok, reason = notebook_requirements_met(requires(nb))
+    if not ok:
+        return path.name, f"skipped: {reason}", 0.0
+    LOG_DIR.mkdir(parents=True, exist_ok=True)
+    log_path = LOG_DIR / f"{path.stem}.log"
+    log_path.write_text("")
+    logger = _file_logger(log_path)
+    client = NotebookClient(nb, km=_kernel_manager(), timeout=timeout, allow_errors=allow_errors,
+                            resources={"metadata": {"path": str(path.parent)}}, log=logger)
+    t0 = time.perf_counter()
+    status = "ok"
+    with open(log_path, "a") as kernel_log, warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            client.execute(env=kernel_env(), stdout=kernel_log, stderr=kernel_log)
+        except CellExecutionError as exc:
+            status = "error: " + str(exc).strip().splitlines()[-1][:200]
+        for w in caught:
+            logger.warning("%s: %s", w.category.__name__, w.message)
+    runtime = time.perf_counter() - t0
+    errors = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []) if o.get("output_type") == "error"]
+    if status == "ok" and errors:
+        status = f"error: {len(errors)} cell(s) raised ({errors[0].get('ename')}: {errors[0].get('evalue', '')[:120]})"
+    if status == "ok":
+        write_stamp(nb, runtime_s=runtime)
+    else:
+        status += f"  [kernel log: {log_path.relative_to(ROOT)}]"
+    target = Path(output_dir) / path.name if output_dir else path
+    target.parent.mkdir(parents=True, exist_ok=True)
+    nbformat.write(nb, target)
+    return path.name, status, runtime
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("notebooks", nargs="*", help="notebooks to run (default: notebooks/*.ipynb)")
+    parser.add_argument("--output-dir", help="write executed copies here instead of in place")
+    parser.add_argument("--jobs", type=int, default=1, help="notebooks at once (timings are only honest with 1)")
+    parser.add_argument("--timeout", type=int, default=900, help="seconds per cell")
+    parser.add_argument("--allow-errors", action="store_true", help="keep going past a failing cell (debugging)")
+    args = parser.parse_args(argv)
+
+    from helpers.device import has_gpu
+
+    if not has_gpu():
+        print("No NVIDIA GPU found: the notebooks run on a GPU only (see README, 'GPU requirements').")
+        return 2
+    from .notebooks import notebook_paths, sync_results
+
+    paths = args.notebooks or [str(p) for p in notebook_paths()]
+    if not paths:
+        print("no notebooks found")
+        return 1
+    results = []
+
+    def report(result):
+        results.append(result)
+        print(f"{result[0]:<40} {result[1]}  ({result[2]:.0f} s)", flush=True)
+
+    if args.jobs > 1:
+        with cf.ProcessPoolExecutor(args.jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+            futures = [pool.submit(execute_one, p, args.output_dir, args.timeout, args.allow_errors) for p in paths]
+            for fut in cf.as_completed(futures):
+                report(fut.result())
+    else:
+        for p in paths:
+            report(execute_one(p, args.output_dir, args.timeout, args.allow_errors))
+
+    from helpers.results import headline_table
+
+    if not args.output_dir:  # the CSV is derived from the stored outputs, so the two cannot drift
+        sync_results()
+    print("\nHeadline numbers (results/<gpu>.csv, from the stored outputs):")
+    print(headline_table())
+    failed = [r for r in results if r[1].startswith("error")]
+    print(f"\n{len(results) - len(failed)} of {len(results)} notebooks ran without error")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
