@@ -294,6 +294,9 @@ def test_gpu_device_facts_and_dtype():
     d = H.require_gpu()
     assert d.sm >= (5, 0) and d.sm_count > 0 and d.memory_gb > 1
     assert H.working_dtype() in (torch.bfloat16, torch.float16)
+    assert set(d.datasheet_tflops) == {"bfloat16", "float16", "float8_e4m3fn"}
+    if d.datasheet_tflops["bfloat16"]:  # a GPU in the table: the datasheet ceiling is the one asked for
+        assert H.peak_tflops(torch.bfloat16, measured=False) == d.datasheet_tflops["bfloat16"]
 
 
 @requires_gpu
