@@ -1,6 +1,6 @@
 """Scaled dot-product attention (forward) as one cuDNN graph.
 
-Taught in notebook 05 (section 2 builds it step by step); reused by 06 (plan serialization).
+Taught in notebook 05 (section 3 builds it step by step); reused by 06 (plan serialization).
 Tensors are named q, k, v and o (plus stats for training) in the variant pack.
 """
 from __future__ import annotations
