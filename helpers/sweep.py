@@ -82,7 +82,7 @@ def perf_sweep(points: list[dict] | dict, paths: Callable[..., dict], *, flops: 
         raise TypeError(f"paths must be a function of the point's parameters, got {type(paths).__name__}")
     iterator = points
     if progress:
-        from tqdm.auto import tqdm
+        from tqdm import tqdm  # the text bar: tqdm.auto warns in a notebook without ipywidgets
 
         iterator = tqdm(points, desc=desc, leave=False)
     rows = []
