@@ -11,6 +11,7 @@ from .checking import TOLERANCE, CheckResult, check, check_table, poison_, rel_e
 from .device import DeviceInfo, backend_version, device_info, dtype_name, has_gpu, require_gpu, versions, working_dtype
 from .errors import CourseError, CudnnNotFoundError, FeatureUnavailable, NoGPUError, _compact_warnings, first_line
 from .features import Gate, feature_table, gate, notebook_requirements_met
+from .gpu_time import NotCapturable, gpu_time
 from .graphs import GraphIO, build, get_handle, workspace_for
 from .libcudnn import load_cudnn, loaded_library
 from .paths import artifacts_dir, tidy_paths

@@ -349,3 +349,45 @@ def test_results_holds_headline_numbers_only():
     """The autotune hand-off (03 -> 06) lives in artifacts/, not next to the committed numbers."""
     committed = Path(__file__).resolve().parent.parent / "results"
     assert {f.suffix for f in committed.iterdir()} <= {".csv"}, sorted(f.name for f in committed.iterdir())
+
+
+# ------------------------------------------------------------------ GPU time without the host
+def test_gpu_time_rejects_bad_arguments_before_needing_a_gpu():
+    with pytest.raises(TypeError, match="fn must be callable"):
+        H.gpu_time(42)
+    with pytest.raises(ValueError, match="calls >= 1"):
+        H.gpu_time(lambda: None, calls=0)
+
+
+@requires_gpu
+def test_gpu_time_leaves_out_host_overhead_that_per_call_timing_pays():
+    import time
+
+    x = torch.randn(256, device="cuda")
+
+    def slow_host_fast_gpu():
+        time.sleep(0.002)  # 2 ms of Python before a tiny kernel
+        x.add_(1)
+
+    per_call = H.benchmark(slow_host_fast_gpu, warmup=1, iters=5, flush_l2=False)
+    gpu = H.gpu_time(slow_host_fast_gpu, calls=4, warmup=1, iters=5, flush_l2=False)
+    assert per_call.median_ms > 1.5 and gpu.median_ms < 0.2
+
+
+@requires_gpu
+def test_gpu_time_of_a_cudnn_closure_holding_the_course_handle():
+    cudnn = H.load_cudnn()
+    x = torch.randn(1, 64, 64, device="cuda", dtype=torch.float16)
+    y = torch.empty_like(x)
+    graph = cudnn.pygraph(io_data_type=torch.float16, compute_data_type=torch.float32, handle=H.get_handle())
+    io = H.GraphIO(graph)
+    io.output("Y", graph.relu(io.input("X", x)), y)
+    H.build(graph)
+    pack, ws, handle = io.pack(), H.workspace_for(graph), H.get_handle()
+    t = H.gpu_time(lambda: graph.execute(pack, ws, handle=handle), calls=5, iters=5)
+    assert 0 < t.median_ms < 1.0
+    assert cudnn.get_stream(handle) == torch.cuda.current_stream().cuda_stream  # rebound afterwards
+    own = cudnn.create_handle()  # bound to the default stream, never to the capture stream
+    with pytest.raises(H.NotCapturable):
+        H.gpu_time(lambda: graph.execute(pack, ws, handle=own), iters=2)
+    cudnn.destroy_handle(own)

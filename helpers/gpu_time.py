@@ -1,0 +1,83 @@
+"""GPU time without the host: what a call costs the GPU once Python dispatch is out of the way.
+
+``H.benchmark`` times each call with events around it, so it measures max(GPU time, host dispatch):
+on a small shape a path with a heavy Python wrapper (``torch.compile``'s guards, the frontend's
+``execute``) looks slower than its kernels are. ``H.gpu_time`` captures the calls in a CUDA graph and
+times the replays: the kernels run back to back, with no Python between them. Report both: per-call
+time is what a Python loop pays; GPU time is what the kernels cost (and what a CUDA graph, notebook
+08, gets you).
+"""
+from __future__ import annotations
+
+import statistics
+import warnings
+from typing import Callable
+
+import torch
+
+from .device import require_gpu
+from .errors import CourseError
+from .graphs import get_handle
+from .timing import Timing, _quantile, flush_l2_cache
+
+
+class NotCapturable(CourseError):
+    """The function cannot be recorded into a CUDA graph (or recorded nothing)."""
+
+
+def gpu_time(fn: Callable[[], object], *, calls: int = 1, warmup: int = 3, iters: int = 20,
+             flush_l2: bool = True) -> Timing:
+    """GPU time of one call of ``fn``: ``calls`` calls captured in a CUDA graph, the graph replayed
+    ``iters`` times (after ``warmup`` untimed calls), each replay timed with events; per call =
+    replay time / ``calls``. With ``flush_l2`` the L2 is overwritten before each replay, outside the
+    events (with ``calls > 1`` only the first call of a replay starts cold).
+
+    cuDNN: closures that hold the course's handle (``H.get_handle()``) work as they are — the handle is
+    bound to the capture stream for the capture and back to the current stream afterwards. A handle of
+    your own must be bound inside ``fn``. Raises ``NotCapturable`` (one line) when capture fails or
+    records nothing.
+    """
+    if not callable(fn):
+        raise TypeError(f"fn must be callable, got {type(fn).__name__}")
+    if calls < 1 or iters < 1 or warmup < 0:
+        raise ValueError(f"need calls >= 1, iters >= 1 and warmup >= 0, got calls={calls}, iters={iters}, "
+                         f"warmup={warmup}")
+    require_gpu()
+    main = torch.cuda.current_stream()
+    side = torch.cuda.Stream()
+    side.wait_stream(main)
+    with torch.cuda.stream(side):  # warm-up off the main stream, as torch's capture docs ask
+        get_handle()
+        for _ in range(warmup):
+            fn()
+    main.wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            with torch.cuda.graph(graph):
+                get_handle()  # the course's handle now launches into the capture
+                for _ in range(calls):
+                    fn()
+    except Exception as exc:  # an op that syncs, allocates on the host, or launches elsewhere
+        raise NotCapturable(f"cannot capture this function in a CUDA graph: {type(exc).__name__}: "
+                            f"{(str(exc).strip().splitlines() or [''])[0][:160]}") from None
+    finally:
+        get_handle()  # back on the current stream
+    if any("CUDA Graph is empty" in str(w.message) for w in caught):
+        raise NotCapturable("the capture recorded no GPU work: fn launches on another stream "
+                            "(a cuDNN handle bound elsewhere?)")
+    graph.replay()
+    torch.cuda.synchronize()
+    starts = [torch.cuda.Event(enable_timing=True) for _ in range(iters)]
+    ends = [torch.cuda.Event(enable_timing=True) for _ in range(iters)]
+    for s, e in zip(starts, ends):
+        if flush_l2:
+            flush_l2_cache()
+        s.record(main)
+        graph.replay()
+        e.record(main)
+    torch.cuda.synchronize()
+    times = sorted(s.elapsed_time(e) / calls for s, e in zip(starts, ends))
+    del graph
+    return Timing(statistics.median(times), _quantile(times, 0.1), _quantile(times, 0.9), iters, times)
