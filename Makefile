@@ -3,6 +3,7 @@
 # make lab   — open JupyterLab on notebooks/
 # make wheelhouse PY=3.12 — download every wheel for an offline (air-gapped) GPU runner
 # make fork REPO=OWNER/NAME — point the Colab badges, setup cells and pyproject.toml at your fork
+# make student OUT=handout — the notebooks for learners: outputs cleared, solution cells left out
 PYTHON ?= python3
 VENV   ?= .venv
 PY     ?= 3.12
@@ -18,7 +19,7 @@ BIN    := $(VENV)/bin
 OFFLINE := $(if $(wildcard wheelhouse/*.whl),--no-index --find-links wheelhouse,)
 VENV_FLAGS := $(if $(filter 1,$(SYSTEM_TORCH)),--system-site-packages,)
 
-.PHONY: run test lab wheelhouse fork clean
+.PHONY: run test lab wheelhouse fork student clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV_FLAGS) $(VENV)
@@ -50,6 +51,10 @@ wheelhouse:
 fork: $(VENV)/.installed
 	@test -n "$(REPO)" || { echo "usage: make fork REPO=OWNER/NAME"; exit 2; }
 	$(BIN)/python -m tools.notebooks set-repo $(REPO)
+
+OUT ?= handout
+student: $(VENV)/.installed
+	$(BIN)/python -m tools.student $(OUT)
 
 clean:
 	rm -rf $(VENV)

@@ -1,0 +1,150 @@
+"""Exercises a learner does: a skeleton to fill in, and a checker that grades it in one line.
+
+In a notebook::
+
+    def residual_block(x, w, b, r, y):      # the learner's cell: a skeleton with ... where the work goes
+        ...
+    H.exercise("02.residual", residual_block)
+
+prints one line and returns a ``Verdict``:
+
+    ✓ 02.residual: correct — one kernel, rel err 1.7e-03
+    ✗ 02.residual: the output is correct but it launched 3 kernels; the point is one
+    … 02.residual: not done yet — replace the ... in residual_block
+
+A checker is a function registered with ``@checker("NN.name")`` in ``helpers/exercises/nbNN.py``; it
+calls the learner's answer on its own inputs, compares with a PyTorch reference, returns a short
+success message, and raises ``Wrong("one line")`` for a wrong answer. Reference solutions live in
+``notebooks/solutions/NN_*.py``; ``H.solution("NN.name")`` loads one, so a stored notebook can prove
+that its checkers accept a correct answer (``tools/student.py`` leaves them out of the student copy).
+"""
+from __future__ import annotations
+
+import ast
+import importlib
+import importlib.util
+import inspect
+import textwrap
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from ..errors import CourseError, first_line
+
+SOLUTIONS_DIR = Path(__file__).resolve().parent.parent.parent / "notebooks" / "solutions"
+_CHECKERS: dict[str, Callable] = {}
+
+
+class Wrong(AssertionError):
+    """Raised by a checker: the answer runs but is wrong. The message is the one line the learner reads."""
+
+
+class NotDone(Exception):
+    """Raised by a checker (or found by ``exercise``): the skeleton is not filled in yet."""
+
+
+@dataclass(frozen=True)
+class Verdict:
+    exercise: str
+    status: str  # "passed", "failed" or "not done"
+    message: str
+
+    def __bool__(self) -> bool:
+        return self.status == "passed"
+
+    def __str__(self) -> str:
+        mark = {"passed": "✓", "failed": "✗", "not done": "…"}[self.status]
+        return f"{mark} {self.exercise}: {self.message}"
+
+
+def checker(key: str) -> Callable:
+    """Register ``fn(answer) -> message`` as the checker of exercise ``key`` ("NN.name")."""
+    _split(key)
+
+    def register(fn: Callable) -> Callable:
+        _CHECKERS[key] = fn
+        return fn
+
+    return register
+
+
+def _split(key: str) -> tuple[str, str]:
+    if not isinstance(key, str) or "." not in key or not key[:2].isdigit():
+        raise ValueError(f"an exercise key looks like '02.residual', got {key!r}")
+    notebook, name = key.split(".", 1)
+    return notebook, name
+
+
+def _checker_for(key: str) -> Callable:
+    notebook, _ = _split(key)
+    if key not in _CHECKERS:
+        try:
+            importlib.import_module(f"{__name__}.nb{notebook}")
+        except ModuleNotFoundError:
+            pass
+    if key not in _CHECKERS:
+        known = ", ".join(sorted(k for k in _CHECKERS if k.startswith(notebook + "."))) or "none"
+        raise CourseError(f"no checker for exercise {key!r} (notebook {notebook} has: {known})")
+    return _CHECKERS[key]
+
+
+def unfinished(answer: Any) -> str | None:
+    """Why ``answer`` is still a skeleton (it is ``...``, or its source still holds a ``...``), or None."""
+    if answer is Ellipsis or answer is None:
+        return "not done yet — fill in the cell above"
+    if not callable(answer):
+        return None
+    try:
+        source = textwrap.dedent(inspect.getsource(answer))
+    except (OSError, TypeError):  # built in, or defined where no source is kept
+        return None
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return None
+    if any(isinstance(n, ast.Constant) and n.value is Ellipsis for n in ast.walk(tree)):
+        return f"not done yet — replace the ... in {getattr(answer, '__name__', 'your answer')}"
+    return None
+
+
+def exercise(key: str, answer: Any, *, quiet: bool = False) -> Verdict:
+    """Grade ``answer`` with exercise ``key``'s checker; print one line (never a traceback) and return it."""
+    check = _checker_for(key)
+    reason = unfinished(answer)
+    if reason:
+        verdict = Verdict(key, "not done", reason)
+    else:
+        try:
+            message = check(answer)
+            verdict = Verdict(key, "passed", message or "correct")
+        except NotDone as exc:
+            verdict = Verdict(key, "not done", str(exc) or "not done yet")
+        except Wrong as exc:
+            verdict = Verdict(key, "failed", str(exc))
+        except CourseError as exc:  # a missing feature or GPU: the helpers' own one-line errors
+            verdict = Verdict(key, "failed", str(exc))
+        except Exception as exc:  # the learner's code raised: say where, in one line
+            verdict = Verdict(key, "failed", f"your code raised {first_line(exc, 160)}")
+    if not quiet:
+        print(verdict)
+    return verdict
+
+
+def solution_file(notebook: str) -> Path:
+    """``notebooks/solutions/NN_*.py`` for notebook ``NN``."""
+    matches = sorted(SOLUTIONS_DIR.glob(f"{notebook}_*.py"))
+    if not matches:
+        raise CourseError(f"no solutions file for notebook {notebook} in {SOLUTIONS_DIR.name}/")
+    return matches[0]
+
+
+def solution(key: str) -> Any:
+    """The reference answer to exercise ``key``: the object named after the exercise in its solutions file."""
+    notebook, name = _split(key)
+    path = solution_file(notebook)
+    spec = importlib.util.spec_from_file_location(f"course_solutions_{notebook}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    if not hasattr(module, name):
+        raise CourseError(f"{path.name} has no {name!r} (the solution to {key})")
+    return getattr(module, name)

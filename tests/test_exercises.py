@@ -1,0 +1,132 @@
+"""The exercise framework (helpers/exercises) and the student-version writer (tools/student.py), on CPU."""
+import subprocess
+from pathlib import Path
+
+import nbformat
+import pytest
+
+import helpers.exercises as X
+from helpers.errors import CourseError
+from tools import student
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture
+def demo():
+    """A checker for exercise 99.double: the answer must double its argument."""
+    @X.checker("99.double")
+    def check(answer):
+        if answer(0) is Ellipsis:
+            raise X.NotDone("not done yet — return a value")
+        got = answer(21)
+        if got == 21:
+            raise X.Wrong("it returns its input unchanged; double it")
+        if got != 42:
+            raise X.Wrong(f"double(21) gave {got!r}, want 42")
+        return "correct"
+
+    yield "99.double"
+    X._CHECKERS.pop("99.double", None)
+
+
+def test_a_correct_answer_passes_in_one_line(demo, capsys):
+    def double(v):
+        return 2 * v
+
+    verdict = X.exercise(demo, double)
+    assert verdict and verdict.status == "passed"
+    assert capsys.readouterr().out == "✓ 99.double: correct\n"
+
+
+@pytest.mark.parametrize("answer, expected", [
+    (lambda v: v, "✗ 99.double: it returns its input unchanged; double it"),
+    (lambda v: v + 2, "✗ 99.double: double(21) gave 23, want 42"),
+    (lambda v: v / 0, "✗ 99.double: your code raised ZeroDivisionError: division by zero"),
+])
+def test_a_wrong_answer_gets_one_line_saying_what_is_wrong(demo, capsys, answer, expected):
+    verdict = X.exercise(demo, answer)
+    assert not verdict and verdict.status == "failed"
+    assert capsys.readouterr().out.strip() == expected
+
+
+def test_an_unfilled_skeleton_is_not_done_never_a_traceback(demo, capsys):
+    def double(v):
+        ...
+
+    def half_done(v):
+        return max(v, ...)
+
+    assert X.exercise(demo, double).status == "not done"
+    assert X.exercise(demo, half_done).status == "not done"
+    assert X.exercise(demo, ...).status == "not done"
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "… 99.double: not done yet — replace the ... in double"
+    assert "Traceback" not in "\n".join(out)
+
+
+def test_unknown_exercises_and_bad_keys_are_one_line_errors():
+    with pytest.raises(CourseError, match="no checker for exercise '98.nothing'"):
+        X.exercise("98.nothing", lambda: 1)
+    with pytest.raises(ValueError, match="looks like '02.residual'"):
+        X.checker("residual")
+
+
+def test_solutions_load_by_exercise_name(tmp_path, monkeypatch):
+    monkeypatch.setattr(X, "SOLUTIONS_DIR", tmp_path)
+    (tmp_path / "99_demo.py").write_text("def double(v):\n    return 2 * v\n")
+    assert X.solution("99.double")(4) == 8
+    with pytest.raises(CourseError, match="has no 'triple'"):
+        X.solution("99.triple")
+    with pytest.raises(CourseError, match="no solutions file for notebook 97"):
+        X.solution("97.double")
+
+
+# ------------------------------------------------------------------ student versions
+def _notebook(path: Path):
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["cudnn_course"] = {"execution": {"gpu": "NVIDIA H200"}, "requires": {"gpu": True}}
+    skeleton = nbformat.v4.new_code_cell("def double(v):\n    ...\nH.exercise('99.double', double)")
+    skeleton.outputs = [nbformat.v4.new_output("stream", name="stdout", text="… 99.double: not done yet\n")]
+    skeleton.execution_count = 3
+    graded = nbformat.v4.new_code_cell("H.exercise('99.double', H.solution('99.double'))")
+    graded.metadata["tags"] = ["solution", "nbval-ignore-output"]
+    nb.cells = [nbformat.v4.new_markdown_cell("**Exercise.** Double it."), skeleton, graded]
+    nbformat.write(nb, path)
+
+
+def test_student_copy_drops_solution_cells_outputs_and_the_stamp(tmp_path):
+    src = tmp_path / "nbs"
+    src.mkdir()
+    _notebook(src / "99_demo.ipynb")
+    written = student.write(tmp_path / "handout", nb_dir=src)
+    nb = nbformat.read(written[0], as_version=4)
+    assert [c.cell_type for c in nb.cells] == ["markdown", "code"]
+    assert nb.cells[1].outputs == [] and nb.cells[1].execution_count is None
+    assert "execution" not in nb.metadata["cudnn_course"] and nb.metadata["cudnn_course"]["requires"]
+
+
+def test_leaks_finds_a_solution_line_in_a_student_copy(tmp_path):
+    solutions = tmp_path / "solutions"
+    solutions.mkdir()
+    (solutions / "99_demo.py").write_text("def double(v):\n    doubled = v + v  # the answer\n    return doubled\n")
+    out = tmp_path / "handout"
+    out.mkdir()
+    _notebook(out / "99_demo.ipynb")
+    assert student.leaks(out, solutions) == []
+    nb = nbformat.read(out / "99_demo.ipynb", as_version=4)
+    nb.cells[1].source = "def double(v):\n    doubled = v + v  # the answer\n    return doubled"
+    nbformat.write(nb, out / "99_demo.ipynb")
+    assert student.leaks(out, solutions) == ["99_demo.ipynb: doubled = v + v  # the answer"]
+
+
+def test_the_course_student_version_leaks_no_solution(tmp_path):
+    written = student.write(tmp_path / "handout")
+    assert len(written) == len(list((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")))
+    assert student.leaks(tmp_path / "handout") == []
+
+
+def test_make_student_writes_into_the_folder_it_is_given():
+    out = subprocess.run(["make", "-n", "student", "OUT=/tmp/handout-x", "SYSTEM_TORCH=0"], cwd=ROOT,
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and "-m tools.student /tmp/handout-x" in out.stdout
