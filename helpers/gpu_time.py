@@ -9,16 +9,15 @@ time is what a Python loop pays; GPU time is what the kernels cost (and what a C
 """
 from __future__ import annotations
 
-import statistics
 import warnings
 from typing import Callable
 
 import torch
 
 from .device import require_gpu
-from .errors import CourseError
+from .errors import CourseError, first_line
 from .graphs import get_handle
-from .timing import Timing, _quantile, flush_l2_cache
+from .timing import Timing, benchmark
 
 
 class NotCapturable(CourseError):
@@ -60,24 +59,13 @@ def gpu_time(fn: Callable[[], object], *, calls: int = 1, warmup: int = 3, iters
                 for _ in range(calls):
                     fn()
     except Exception as exc:  # an op that syncs, allocates on the host, or launches elsewhere
-        raise NotCapturable(f"cannot capture this function in a CUDA graph: {type(exc).__name__}: "
-                            f"{(str(exc).strip().splitlines() or [''])[0][:160]}") from None
+        raise NotCapturable(f"cannot capture this function in a CUDA graph: {first_line(exc, 160)}") from None
     finally:
         get_handle()  # back on the current stream
     if any("CUDA Graph is empty" in str(w.message) for w in caught):
         raise NotCapturable("the capture recorded no GPU work: fn launches on another stream "
                             "(a cuDNN handle bound elsewhere?)")
-    graph.replay()
-    torch.cuda.synchronize()
-    starts = [torch.cuda.Event(enable_timing=True) for _ in range(iters)]
-    ends = [torch.cuda.Event(enable_timing=True) for _ in range(iters)]
-    for s, e in zip(starts, ends):
-        if flush_l2:
-            flush_l2_cache()
-        s.record(main)
-        graph.replay()
-        e.record(main)
-    torch.cuda.synchronize()
-    times = sorted(s.elapsed_time(e) / calls for s, e in zip(starts, ends))
+    replays = benchmark(graph.replay, warmup=1, iters=iters, flush_l2=flush_l2)
     del graph
-    return Timing(statistics.median(times), _quantile(times, 0.1), _quantile(times, 0.9), iters, times)
+    return Timing(replays.median_ms / calls, replays.p10_ms / calls, replays.p90_ms / calls, iters,
+                  [t / calls for t in replays.times_ms])
