@@ -120,9 +120,16 @@ def test_leaks_finds_a_solution_line_in_a_student_copy(tmp_path):
     assert student.leaks(out, solutions) == ["99_demo.ipynb: doubled = v + v  # the answer"]
 
 
-def test_the_course_student_version_leaks_no_solution(tmp_path):
+def test_the_course_student_version_is_clean(tmp_path):
+    """Every notebook is written; no output, stamp or solution cell survives; no solution line leaks."""
     written = student.write(tmp_path / "handout")
     assert len(written) == len(list((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")))
+    for path in written:
+        nb = nbformat.read(path, as_version=4)
+        code = [c for c in nb.cells if c.cell_type == "code"]
+        assert code and not any(c.outputs or c.execution_count for c in code), path.name
+        assert not any("solution" in c.metadata.get("tags", []) for c in nb.cells), path.name
+        assert "execution" not in nb.metadata.get("cudnn_course", {}), path.name
     assert student.leaks(tmp_path / "handout") == []
 
 
