@@ -1,0 +1,22 @@
+"""tools/claims.py: the numbers the notebooks' prose states (issue 14's claim table starts here)."""
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_claims_are_measured_numbers_with_their_sentence_not_dimensions_or_code():
+    from tools.claims import claims_in
+
+    text = ("A 3×3 conv on 56×56 images. Fused took 0.08–0.10 ms across H200 runs, 2.4× eager.\n\n"
+            "- `torch.compile` ran at 510 TFLOP/s (`x = 5 ms` in code is not a claim); 12% slower")
+    found = [(c.value, c.unit) for c in claims_in(text, "02", "abc")]
+    assert found == [("0.08–0.10", "ms"), ("2.4", "×"), ("510", "TFLOP/s"), ("12", "%")]
+    first = claims_in(text)[0]
+    assert first.sentence == "Fused took 0.08–0.10 ms across H200 runs, 2.4× eager."
+
+
+def test_every_notebooks_prose_numbers_are_listed():
+    from tools.claims import notebook_claims
+
+    claims = [c for p in sorted((ROOT / "notebooks").glob("0*.ipynb")) for c in notebook_claims(p)]
+    assert claims and all(c.sentence and c.cell for c in claims)
