@@ -20,3 +20,23 @@ def test_every_notebooks_prose_numbers_are_listed():
 
     claims = [c for p in sorted((ROOT / "notebooks").glob("0*.ipynb")) for c in notebook_claims(p)]
     assert claims and all(c.sentence and c.cell for c in claims)
+
+
+def test_a_measurement_must_say_where_it_was_seen_a_target_need_not():
+    from tools.claims import claims_in, unqualified
+
+    bare = claims_in("Fused took 0.08 ms.")
+    assert [c.value for c in unqualified(bare)] == ["0.08"]
+    assert unqualified(claims_in("Fused took 0.08–0.10 ms across H200 runs.")) == []
+    assert unqualified(claims_in("On the H200 it is fast.\n\nFused took 0.08 ms.")) == []   # the cell names the GPU
+    assert unqualified(claims_in("The bar: at least 2× faster than eager.")) == []
+    assert unqualified(claims_in("The backward does 2.5× the forward's FLOPs.")) == []
+
+
+def test_no_notebook_quotes_a_measurement_without_saying_where_it_was_seen():
+    """Prose may quote numbers only as ranges seen on a named GPU, or as targets; the stored run's own
+    numbers come from printed outputs (issue 14)."""
+    from tools.claims import notebook_claims, unqualified
+
+    bad = [str(c) for p in sorted((ROOT / "notebooks").glob("0*.ipynb")) for c in unqualified(notebook_claims(p))]
+    assert not bad, "\n".join(bad)

@@ -20,6 +20,12 @@ CLAIM = re.compile(rf"(?<![\w.×])(?P<value>{NUMBER}(?:\s?[–-]\s?{NUMBER})?)\s
 SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z(`*])|\n\s*[-*] |\n\n")
 
 
+# A measured number in prose must say where it was seen (a GPU, "across runs"); a target or a formula is not a
+# measurement. The qualifier may sit in the claim's sentence or anywhere in its cell (a paragraph about the H200).
+WHERE = re.compile(r"H200|H100|A100|across (?:H200 )?runs|[Ss]een there|on your GPU|\*your\* GPU")
+TARGET = re.compile(r"at least|target|\bbar\b|bars\b|set out to|aimed|not the \d|FLOP(?!/s)|\|Y\||bytes of traffic|within noise|±")
+
+
 @dataclass(frozen=True)
 class Claim:
     notebook: str
@@ -27,6 +33,12 @@ class Claim:
     value: str
     unit: str
     sentence: str
+    cell_text: str = ""
+
+    @property
+    def qualified(self) -> bool:
+        """It names where it was measured, or it is a target or a formula rather than a measurement."""
+        return bool(TARGET.search(self.sentence) or WHERE.search(self.sentence) or WHERE.search(self.cell_text))
 
     def __str__(self) -> str:
         return f"{self.notebook} {self.cell}  {self.value} {self.unit}  | {self.sentence}"
@@ -38,7 +50,7 @@ def claims_in(text: str, notebook: str = "", cell: str = "") -> list[Claim]:
     found = []
     for sentence in SENTENCE_END.split(prose):
         for m in CLAIM.finditer(sentence):
-            found.append(Claim(notebook, cell, m["value"], m["unit"], " ".join(sentence.split())[:220]))
+            found.append(Claim(notebook, cell, m["value"], m["unit"], " ".join(sentence.split())[:220], prose))
     return found
 
 
@@ -53,6 +65,11 @@ def notebook_claims(path: Path) -> list[Claim]:
     return out
 
 
+def unqualified(claims: list[Claim]) -> list[Claim]:
+    """Claims that quote a measurement without saying where it was seen."""
+    return [c for c in claims if not c.qualified]
+
+
 def main(argv=None) -> int:
     from .notebooks import notebook_paths
 
@@ -60,9 +77,9 @@ def main(argv=None) -> int:
     total = 0
     for path in paths:
         for claim in notebook_claims(path):
-            print(claim)
+            print(("  " if claim.qualified else "? ") + str(claim))
             total += 1
-    print(f"{total} numeric claims in the markdown of {len(paths)} notebooks")
+    print(f"{total} numeric claims in the markdown of {len(paths)} notebooks ('?': no GPU, run range or target named)")
     return 0
 
 
