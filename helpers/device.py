@@ -160,5 +160,3 @@ def backend_version() -> int:
         return int(load_cudnn().backend_version())
     except Exception:
         return 0
-
-

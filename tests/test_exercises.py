@@ -137,4 +137,3 @@ def test_make_student_writes_into_the_folder_it_is_given():
     out = subprocess.run(["make", "-n", "student", "OUT=/tmp/handout-x", "SYSTEM_TORCH=0"], cwd=ROOT,
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == 0 and "-m tools.student /tmp/handout-x" in out.stdout
-

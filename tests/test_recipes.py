@@ -3,7 +3,6 @@
 On CPU, graphs are constructed from meta tensors (construction works without a GPU up to validate());
 the GPU tests build and run them."""
 import json
-import math
 import subprocess
 import sys
 from pathlib import Path
