@@ -105,12 +105,6 @@ def test_graphio_output_takes_the_buffers_dims_and_strides():
     assert list(amax.dim) == [1, 1, 1]
 
 
-def test_graphio_still_rejects_cpu_tensors():
-    graph = cudnn.pygraph(io_data_type=torch.bfloat16, compute_data_type=torch.float32)
-    with pytest.raises(ValueError, match="x: tensor is on cpu"):
-        H.GraphIO(graph).input("x", torch.zeros(2, 2, dtype=torch.bfloat16))
-
-
 # ------------------------------------------------------------------ workspace_for
 class _FakePlans:
     def __init__(self, sizes, selected):
@@ -251,8 +245,16 @@ def test_cache_worker_usage_and_plan_worker_mode_errors_are_one_line():
 
 
 def test_plan_worker_graph_kinds_construct_on_meta_tensors():
+    """The worker's conv and SDPA kinds are the recipes' graphs (the matmul kind needs libcudnn)."""
     from helpers.recipes.workers import plan_worker
 
+    conv = conv_bias_relu.make_tensors(2, 8, 10, 16, dtype=torch.bfloat16, **META)
+    graph, io = plan_worker.make_graph("conv", conv)
+    assert _nodes(graph) == [("conv", "CONV_FPROP"), ("bias", "POINTWISE"), ("relu", "POINTWISE")]
+    q = torch.empty(1, 2, 64, 32, dtype=torch.bfloat16, **META)
+    t = dict(q=q, k=q.clone(), v=q.clone())
+    graph, io = plan_worker.make_graph("sdpa", t)
+    assert _nodes(graph) == [("sdpa", "SDPA")] and t["o"].shape == q.shape and list(io.uids) == ["q", "k", "v", "o"]
     with pytest.raises(ValueError, match="unknown graph kind"):
         plan_worker.make_graph("lstm", {})
 
