@@ -9,7 +9,7 @@ notebook metadata) lives in ``tools/`` and is never imported here.
 """
 from .checking import TOLERANCE, CheckResult, check, check_table, poison_, rel_error, tolerance
 from .device import DeviceInfo, backend_version, device_info, dtype_name, has_gpu, require_gpu, versions, working_dtype
-from .exercises import exercise, solution
+from .exercises import exercise, grade_solution, solution
 from .errors import CourseError, CudnnNotFoundError, FeatureUnavailable, NoGPUError, _compact_warnings, first_line
 from .features import Gate, feature_table, gate, notebook_requirements_met
 from .gpu_time import NotCapturable, gpu_time
@@ -21,7 +21,7 @@ from .profiling import kernels_launched
 from .results import record, summary
 from .sweep import grid, peak_extra_mib, perf_sweep
 from .timing import (StepTimer, Timing, benchmark, flush_l2_cache, gbps, measured_bandwidth_gbps,
-                     measured_peak_tflops, peak_tflops, tflops)
+                     measured_peak_tflops, peak_tflops, percent_of_peak, tflops)
 
 __all__ = [name for name in dir() if not name.startswith("_")]
 

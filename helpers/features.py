@@ -27,12 +27,14 @@ FEATURES = {
     "bf16":                 ((8, 0), 0,     "bfloat16 tensor cores"),
     "sdpa":                 ((8, 0), 90000, "fused attention (SDPA) forward and backward"),
     "fp8":                  ((8, 9), 90100, "FP8 (e4m3) matmul"),
+    "sdpa_serving":         ((8, 0), 90500, "serving attention: bottom-right causal, padding masks, paged KV caches"),
+    "sdpa_fp8":             ((9, 0), 90100, "FP8 (e4m3) fused attention"),
     "kernel_cache":         ((0, 0), 90400, "kernel cache / dynamic shapes"),
     "kernel_cache_serialize": ((0, 0), 91000, "serializing a kernel cache"),
     "native_cuda_graph":    ((0, 0), 90500, "cuDNN's native CUDA-graph API"),
     "override_shapes":      ((0, 0), 92100, "execute-time override shapes"),
 }
-_BLOCKED_BACKENDS = {"sdpa": {91000, 91001}}  # known-bad SDPA releases
+_BLOCKED_BACKENDS = {"sdpa": {91000, 91001}, "sdpa_serving": {91000, 91001}}  # known-bad SDPA releases
 
 
 def _fmt_backend(v: int) -> str:

@@ -1,8 +1,9 @@
 """Find and load libcudnn before ``import cudnn``.
 
 The frontend wheel ships no cuDNN runtime. At import it dlopens the first
-``libcudnn.so.9`` it finds (``LD_LIBRARY_PATH``, then ``nvidia/cudnn/lib`` in
-*its own* site-packages, then the system loader). That goes wrong in three
+libcudnn it finds: ``libcudnn.so.9`` / ``libcudnn.so`` in a folder of
+``LD_LIBRARY_PATH``, then ``nvidia/cudnn/lib`` and ``nvidia/cudnn_jit/lib`` in
+the interpreter's site-packages, then the system loader. That goes wrong in three
 common ways: the runtime lives in another environment (e.g. ``--target``
 installs, Colab's system site), torch already loaded a *different* copy, or no
 copy exists and the error only appears at the first call ("Unable to find

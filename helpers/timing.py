@@ -158,3 +158,14 @@ def peak_tflops(dtype: torch.dtype, measured: bool = True) -> float:
         return measured_peak_tflops(dtype)
     value = require_gpu().datasheet_tflops.get(dtype_name(dtype))
     return value if value is not None else measured_peak_tflops(dtype)
+
+
+def percent_of_peak(tflops_value: float, dtype: torch.dtype) -> dict:
+    """``tflops_value`` as a share of both ceilings, labelled: {"% of measured peak": ..., "% of datasheet peak": ...}.
+
+    The measured ceiling is torch's own 8192³ matmul on this GPU (what a kernel can reach in practice);
+    the datasheet's is NVIDIA's dense number (nan when this GPU is not in the table). Quote both."""
+    measured = measured_peak_tflops(dtype)
+    datasheet = require_gpu().datasheet_tflops.get(dtype_name(dtype))
+    return {"% of measured peak": 100 * tflops_value / measured,
+            "% of datasheet peak": 100 * tflops_value / datasheet if datasheet else float("nan")}
