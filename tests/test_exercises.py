@@ -120,6 +120,24 @@ def test_leaks_finds_a_solution_line_in_a_student_copy(tmp_path):
     assert student.leaks(out, solutions) == ["99_demo.ipynb: doubled = v + v  # the answer"]
 
 
+def test_a_solution_line_taught_above_the_exercises_is_not_a_leak(tmp_path):
+    """An exercise extends the lesson: a line both taught and used by a solution only leaks in the exercises."""
+    solutions = tmp_path / "solutions"
+    solutions.mkdir()
+    (solutions / "99_demo.py").write_text("def double(v):\n    doubled = v + v  # the answer\n    return doubled\n")
+    out = tmp_path / "handout"
+    out.mkdir()
+    _notebook(out / "99_demo.ipynb")
+    nb = nbformat.read(out / "99_demo.ipynb", as_version=4)
+    lesson = nbformat.v4.new_code_cell("doubled = v + v  # the answer")
+    nb.cells = [lesson, nbformat.v4.new_markdown_cell("## Exercises")] + nb.cells
+    nbformat.write(nb, out / "99_demo.ipynb")
+    assert student.leaks(out, solutions) == []
+    nb.cells[-1].source += "\ndoubled = v + v  # the answer"
+    nbformat.write(nb, out / "99_demo.ipynb")
+    assert student.leaks(out, solutions) == ["99_demo.ipynb: doubled = v + v  # the answer"]
+
+
 def test_the_course_student_version_is_clean(tmp_path):
     """Every notebook is written; no output, stamp or solution cell survives; no solution line leaks."""
     written = student.write(tmp_path / "handout")
@@ -137,3 +155,59 @@ def test_make_student_writes_into_the_folder_it_is_given():
     out = subprocess.run(["make", "-n", "student", "OUT=/tmp/handout-x", "SYSTEM_TORCH=0"], cwd=ROOT,
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == 0 and "-m tools.student /tmp/handout-x" in out.stdout
+
+
+def test_grade_solution_raises_when_the_checker_rejects_the_reference(demo, monkeypatch, capsys):
+    monkeypatch.setattr(X, "solution", lambda key: (lambda v: v))        # a "reference" that is wrong
+    with pytest.raises(AssertionError, match="rejected its reference solution: it returns its input unchanged"):
+        X.grade_solution(demo)
+    monkeypatch.setattr(X, "solution", lambda key: (lambda v: 2 * v))
+    assert X.grade_solution(demo).status == "passed"
+
+
+def test_a_machine_that_cannot_run_an_exercise_skips_it_in_one_line(capsys):
+    @X.checker("99.unsupported")
+    def check(answer):
+        raise X.Unsupported("FP8 needs sm89+")
+
+    try:
+        verdict = X.exercise("99.unsupported", lambda: 1)
+        assert verdict.status == "skipped" and not verdict
+        assert capsys.readouterr().out == "– 99.unsupported: skipped on this machine — FP8 needs sm89+\n"
+    finally:
+        X._CHECKERS.pop("99.unsupported", None)
+
+
+def _exercise_keys_in(nb) -> tuple[set, set]:
+    """Keys graded in learner cells (``H.exercise("NN.name", fn)``) and in solution cells."""
+    import re
+
+    learner, graded = set(), set()
+    for cell in nb.cells:
+        if cell.cell_type != "code":
+            continue
+        if "solution" in cell.metadata.get("tags", []):
+            m = re.fullmatch(r'H\.grade_solution\("(\d\d\.\w+)"\)\s*(#.*)?', cell.source.strip())
+            assert m, f"a solution cell grades one reference answer with H.grade_solution: {cell.source[:80]!r}"
+            graded.add(m.group(1))
+        else:
+            learner |= set(re.findall(r'^H\.exercise\("(\d\d\.\w+)", \w+\)', cell.source, re.M))
+            assert "H.solution" not in cell.source and "grade_solution" not in cell.source, cell.source[:80]
+    return learner, graded
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")), ids=lambda p: p.name[:2])
+def test_every_exercise_has_a_skeleton_a_graded_solution_and_a_checker(path):
+    """2-3 exercises per notebook; each: a learner cell with a skeleton, a solution cell, a checker, a solution."""
+    nb = nbformat.read(path, as_version=4)
+    learner, graded = _exercise_keys_in(nb)
+    assert 2 <= len(learner) <= 3, f"{path.name}: exercises {sorted(learner)}"
+    assert learner == graded, f"{path.name}: learner cells {sorted(learner)}, solution cells {sorted(graded)}"
+    for key in learner:
+        assert key.startswith(path.name[:2] + "."), key
+        X._checker_for(key)
+        assert callable(X.solution(key)) or X.solution(key) is not None
+    skeletons = [c for c in nb.cells if c.cell_type == "code" and "H.exercise(" in c.source
+                 and "solution" not in c.metadata.get("tags", [])]
+    for cell in skeletons:
+        assert "..." in cell.source, f"{path.name}: a learner cell without a skeleton to fill in: {cell.source[:80]!r}"

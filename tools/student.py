@@ -59,15 +59,27 @@ def solution_lines(solutions_dir: Path = SOLUTIONS) -> set[str]:
     return lines
 
 
+def exercise_cells(nb) -> list:
+    """The cells from the exercises heading (a markdown heading naming "Exercise") to the end; all cells
+    when there is no such heading."""
+    for i, cell in enumerate(nb.cells):
+        first = cell.source.lstrip().splitlines()[0] if cell.source.strip() else ""
+        if cell.cell_type == "markdown" and first.startswith("#") and "exercise" in first.lower():
+            return nb.cells[i:]
+    return nb.cells
+
+
 def leaks(out_dir: Path, solutions_dir: Path = SOLUTIONS) -> list[str]:
-    """``notebook: line`` for every solution line found in a student copy (empty: nothing leaks)."""
+    """``notebook: line`` for every solution line found in the exercises of a student copy (empty: nothing
+    leaks). The lesson above the exercises may share lines with a solution (an exercise extends what was
+    taught): only the exercise part is searched."""
     import nbformat
 
     wanted = solution_lines(solutions_dir)
     found = []
     for path in sorted(Path(out_dir).glob("*.ipynb")):
         nb = nbformat.read(path, as_version=4)
-        text = {line.strip() for cell in nb.cells for line in cell.source.splitlines()}
+        text = {line.strip() for cell in exercise_cells(nb) for line in cell.source.splitlines()}
         found += [f"{path.name}: {line}" for line in sorted(wanted & text)]
     if (Path(out_dir) / "solutions").exists():
         found.append("solutions/ was copied into the student folder")

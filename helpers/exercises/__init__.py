@@ -43,17 +43,21 @@ class NotDone(Exception):
     """Raised by a checker (or found by ``exercise``): the skeleton is not filled in yet."""
 
 
+class Unsupported(Exception):
+    """Raised by a checker: this machine cannot run the exercise (the message says why, in one line)."""
+
+
 @dataclass(frozen=True)
 class Verdict:
     exercise: str
-    status: str  # "passed", "failed" or "not done"
+    status: str  # "passed", "failed", "not done" or "skipped" (this machine cannot run it)
     message: str
 
     def __bool__(self) -> bool:
         return self.status == "passed"
 
     def __str__(self) -> str:
-        mark = {"passed": "✓", "failed": "✗", "not done": "…"}[self.status]
+        mark = {"passed": "✓", "failed": "✗", "not done": "…", "skipped": "–"}[self.status]
         return f"{mark} {self.exercise}: {self.message}"
 
 
@@ -119,6 +123,8 @@ def exercise(key: str, answer: Any, *, quiet: bool = False) -> Verdict:
             verdict = Verdict(key, "passed", message or "correct")
         except NotDone as exc:
             verdict = Verdict(key, "not done", str(exc) or "not done yet")
+        except Unsupported as exc:
+            verdict = Verdict(key, "skipped", f"skipped on this machine — {exc}")
         except Wrong as exc:
             verdict = Verdict(key, "failed", str(exc))
         except CourseError as exc:  # a missing feature or GPU: the helpers' own one-line errors
@@ -127,6 +133,16 @@ def exercise(key: str, answer: Any, *, quiet: bool = False) -> Verdict:
             verdict = Verdict(key, "failed", f"your code raised {first_line(exc, 160)}")
     if not quiet:
         print(verdict)
+    return verdict
+
+
+def grade_solution(key: str) -> Verdict:
+    """Grade the reference solution of ``key`` (what a stored notebook's ``solution`` cell runs): prints the
+    verdict, and raises ``AssertionError`` when the checker rejects it, so nbval fails on a checker that
+    would fail a correct answer. A machine that cannot run the exercise prints why and passes."""
+    verdict = exercise(key, solution(key))
+    if verdict.status in ("failed", "not done"):
+        raise AssertionError(f"the checker of {key} rejected its reference solution: {verdict.message}")
     return verdict
 
 

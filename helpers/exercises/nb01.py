@@ -1,0 +1,172 @@
+"""Checkers for notebook 01's exercises: build and run a first graph yourself, and run a graph on a stream."""
+from __future__ import annotations
+
+import time
+
+from . import NotDone, Wrong, checker
+
+# The checker's own sizes, not the notebook's: a graph built from the notebook's x and w shows up as a wrong shape.
+BATCH, M, K, N = 2, 96, 64, 80
+GATE_CYCLES = 200_000_000  # GPU clock cycles the checker holds the learner's stream for (about 0.1 s at 2 GHz)
+
+
+def _cudnn():
+    from ..recipes._common import cudnn_module
+
+    return cudnn_module()
+
+
+def _dtype_label(data_type) -> str:
+    return getattr(data_type, "name", str(data_type))
+
+
+# ------------------------------------------------------------------ 01.matmul_bias_relu
+def inspect_matmul_bias_relu(result, y):
+    """What ``matmul_bias_relu`` returned, checked without running it: ``(graph, pack)`` or one line why not.
+
+    Needs no GPU (graph construction works with meta tensors), so the unit tests run it on CPU."""
+    if result is None or result is Ellipsis:
+        raise NotDone("not done yet — return (graph, variant_pack)")
+    if not (isinstance(result, tuple) and len(result) == 2):
+        raise Wrong(f"return two things, (graph, variant_pack); got {type(result).__name__}")
+    graph, pack = result
+    if graph is Ellipsis or pack is Ellipsis or graph is None or pack is None:
+        raise NotDone("not done yet — return (graph, variant_pack)")
+    cudnn = _cudnn()
+    if not isinstance(graph, cudnn.pygraph):
+        raise Wrong(f"the first item should be the cudnn.pygraph you built, got {type(graph).__name__}")
+    if not isinstance(pack, dict):
+        raise Wrong(f"the variant pack is a dict {{graph tensor: buffer}}, got {type(pack).__name__}")
+    outputs = graph.get_outputs()
+    if len(outputs) != 1:
+        raise Wrong(f"the graph should have one output, Y (set_output(True) on the ReLU's result); it has {len(outputs)}")
+    declared = outputs[0].get_data_type()
+    wanted = cudnn.datatypes.torch_to_cudnn_data_type(y.dtype)
+    if declared is not None and declared != cudnn.data_type.NOT_SET and declared != wanted:
+        raise Wrong(f"Y is stored as {_dtype_label(declared)} in the graph but y is {y.dtype}: "
+                    f"set the output's data type to y's ({_dtype_label(wanted)})")
+    try:
+        graph.get_workspace_size()
+    except RuntimeError:
+        raise Wrong("the graph is not built: run all five steps, through build_plans, before returning it") from None
+    return graph, pack
+
+
+@checker("01.matmul_bias_relu")
+def check_matmul_bias_relu(answer):
+    import torch
+
+    from ..checking import check, poison_, rel_error
+    from ..device import require_gpu, working_dtype
+    from ..graphs import get_handle, workspace_for
+
+    require_gpu()
+    _cudnn()
+    dtype = working_dtype()
+    gen = torch.Generator(device="cuda").manual_seed(1)
+
+    def fresh(*shape, scale=1.0):
+        return (torch.randn(*shape, device="cuda", dtype=torch.float32, generator=gen) * scale).to(dtype)
+
+    x, w, b = fresh(BATCH, M, K), fresh(BATCH, K, N, scale=K**-0.5), fresh(1, 1, N)
+    y = poison_(torch.empty(BATCH, M, N, device="cuda", dtype=dtype))
+    first_inputs = [t.clone() for t in (x, w, b)]
+    graph, pack = inspect_matmul_bias_relu(answer(x, w, b, y), y)
+    dims = tuple(graph.get_outputs()[0].get_dim())
+    if dims and dims != tuple(y.shape):
+        raise Wrong(f"the graph's output is {'×'.join(map(str, dims))} but y is {'×'.join(map(str, y.shape))}: "
+                    "build it from the tensors passed in, not the notebook's x and w")
+
+    # New values in the same buffers, and y poisoned again: what follows is computed by the graph alone.
+    x.copy_(fresh(BATCH, M, K))
+    w.copy_(fresh(BATCH, K, N, scale=K**-0.5))
+    b.copy_(fresh(1, 1, N))
+    poison_(y)
+    graph.execute(pack, workspace_for(graph), handle=get_handle())
+    torch.cuda.synchronize()
+
+    def ref(x_, w_, b_, bias=True, relu=True):
+        out = torch.bmm(x_.double(), w_.double()) + (b_.double() if bias else 0)
+        return torch.relu(out) if relu else out
+
+    result = check("01.matmul_bias_relu", y, ref(x, w, b), quiet=True, raise_on_fail=False)
+    if result.ok:
+        return f"correct — your graph computes ReLU(X @ W + b) from the buffers it was given, rel err {result.rel_err:.1e}"
+    if result.unwritten == y.numel():
+        raise Wrong("y was not written when the checker ran your graph: the variant pack must bind the graph's "
+                    "output to the y you were given")
+    if result.unwritten:
+        raise Wrong(f"{result.unwritten} of {y.numel()} elements of y were never written")
+    tol = result.tol
+    if result.rel_err <= tol:  # right by norm, but some elements are off
+        raise Wrong(f"most of y is right, but {result.elements}")
+    if rel_error(y, ref(*first_inputs)) <= tol:
+        raise Wrong("y matches the first inputs, not the new values the checker wrote into x, w, b: bind x, w, b "
+                    "themselves in the variant pack (not copies), so the graph reads them when it runs")
+    if rel_error(y, ref(x, w, b, bias=False)) <= tol:
+        raise Wrong(f"the output ignores the bias b (rel err {result.rel_err:.2g}; it matches ReLU(X @ W))")
+    if rel_error(y, ref(x, w, b, relu=False)) <= tol:
+        raise Wrong(f"the output has no ReLU (rel err {result.rel_err:.2g}; it matches X @ W + b)")
+    raise Wrong(f"y is not ReLU(X @ W + b): rel err {result.rel_err:.2g} (tolerance {tol:g})")
+
+
+# ------------------------------------------------------------------ 01.run_on_stream
+@checker("01.run_on_stream")
+def check_run_on_stream(answer):
+    """The learner's function must launch the graph on ``stream`` and return at once.
+
+    The checker holds ``stream`` behind a long GPU wait (a spin kernel on a third stream), calls the answer,
+    then copies y on the current stream. Launched on ``stream``, the graph runs after the wait, so the copy
+    still sees the poisoned y; launched on the current stream, it ran before the copy."""
+    import torch
+
+    from ..checking import check, poison_
+    from ..device import require_gpu, working_dtype
+    from ..graphs import GraphIO, build, get_handle, workspace_for
+    from ..recipes._common import new_graph
+
+    require_gpu()
+    _cudnn()
+    dtype = working_dtype()
+    gen = torch.Generator(device="cuda").manual_seed(2)
+    x = torch.randn(4, 128, 128, device="cuda", dtype=torch.float32, generator=gen).to(dtype)
+    y = torch.empty_like(x)
+    graph = new_graph(dtype)
+    io = GraphIO(graph, dtype=dtype)
+    io.output("y", graph.relu(io.input("x", x), name="relu"), y)
+    build(graph)
+    pack, workspace = io.pack(), workspace_for(graph)
+    graph.execute(pack, workspace, handle=get_handle())  # once, untimed: first-launch work is done before the test
+    torch.cuda.synchronize()
+
+    stream, blocker = torch.cuda.Stream(), torch.cuda.Stream()
+    poison_(y)
+    torch.cuda.synchronize()
+    gate_start, gate_end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    with torch.cuda.stream(blocker):
+        gate_start.record()
+        torch.cuda._sleep(GATE_CYCLES)
+        gate_end.record()
+    stream.wait_event(gate_end)
+    t0 = time.perf_counter()
+    try:
+        answer(graph, pack, workspace, stream)
+    finally:
+        host_ms = (time.perf_counter() - t0) * 1e3
+        early = y.clone()  # on the current stream, while `stream` still waits for the gate
+        torch.cuda.synchronize()
+        get_handle()  # the course handle back on the current stream
+    gate_ms = gate_start.elapsed_time(gate_end)
+    if host_ms > gate_ms / 2:
+        raise Wrong(f"your function waited for the GPU ({host_ms:.0f} ms, while the stream was held for "
+                    f"{gate_ms:.0f} ms): launch on the stream and return without synchronizing")
+    if not torch.isnan(early.float()).all():
+        raise Wrong("the graph ran on the current stream, not on `stream`: bind the handle to `stream` before "
+                    "execute (H.get_handle() inside `with torch.cuda.stream(stream):`, or cudnn.set_stream)")
+    result = check("01.run_on_stream", y, torch.relu(x.double()), quiet=True, raise_on_fail=False)
+    if result.unwritten == y.numel():
+        raise Wrong("y was never written: execute the graph (with pack and workspace) on `stream`")
+    if not result.ok:
+        raise Wrong(f"y is not ReLU(x): rel err {result.rel_err:.2g}")
+    return "correct — your graph ran on `stream`, after the work already queued there"
+

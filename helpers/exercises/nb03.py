@@ -1,0 +1,217 @@
+"""Checkers for notebook 03: autotuning with the per-plan API.
+
+    03.fastest_plan    time every plan of a planned graph, return the index of the fastest
+    03.replay_choice   rebuild a saved (name, engine id, knobs) choice on a fresh graph, return its index
+
+Both use the conv → bias → ReLU recipe (notebook 02) on the checkers' own shape. The fastest plan is judged
+against the checker's own timing of every plan: a pick within the timing noise of the fastest passes, a
+slower one fails with the measured gap. torch and the GPU are touched only inside the functions, so this
+module imports on any machine.
+"""
+from __future__ import annotations
+
+import math
+import numbers
+
+from . import NotDone, Wrong, checker
+
+# N, C, H=W, K: big enough that the fast plans take some microseconds, small enough that the slowest
+# (FALLBACK) plans stay in the milliseconds.
+SHAPE = dict(N=8, C=128, H=56, K=128)
+MODES = ("A", "B", "FALLBACK")
+MAX_MS = 5.0             # the checker's cut-off for one run of a pathologically slow plan
+ALLOWANCE_PCT = 5.0      # a pick this close to the fastest passes, or twice the measured p10–p90 spread if larger
+ALLOWANCE_MS = 1e-3      # ... and never less than the resolution of CUDA-event timing
+
+
+def _cudnn():
+    from ..recipes._common import cudnn_module
+
+    return cudnn_module()
+
+
+def _problem(seed: int):
+    """The recipe's tensors for SHAPE and the float64 reference."""
+    from ..device import working_dtype
+    from ..recipes import conv_bias_relu
+
+    t = conv_bias_relu.make_tensors(SHAPE["N"], SHAPE["C"], SHAPE["H"], SHAPE["K"], dtype=working_dtype(), seed=seed)
+    return t, conv_bias_relu.reference(t)
+
+
+def _planned_graph(t):
+    """A fresh graph for ``t``, planned with A, B and FALLBACK (one ranked list) and support-checked; not built."""
+    from ..recipes import conv_bias_relu
+
+    cudnn = _cudnn()
+    g, io = conv_bias_relu.graph(t)
+    g.validate()
+    g.build_operation_graph()
+    g.create_execution_plans([getattr(cudnn.heur_mode, m) for m in MODES])
+    g.check_support()
+    return g, io
+
+
+def plan_index(value, count: int) -> int:
+    """The learner's returned index as an int inside ``range(count)``, or one line saying why not (no GPU)."""
+    if value is None or value is Ellipsis:
+        raise NotDone("not done yet — return the index of a plan")
+    if isinstance(value, str):
+        raise Wrong(f"return the plan's index (an int), not its name {value!r}")
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise Wrong(f"return the plan's index as an int, got {type(value).__name__} {value!r}")
+    if count == 0:
+        raise Wrong("the graph has no plans: plan it first (create_execution_plans, or create_execution_plan)")
+    if not 0 <= int(value) < count:
+        raise Wrong(f"plan {int(value)} does not exist: the graph has {count} plans (0 to {count - 1})")
+    return int(value)
+
+
+def _check_against(t, ref):
+    """``check=`` for ``autotune.time_plans``: run a plan once on a poisoned output and compare (no raise)."""
+    import torch
+
+    from ..checking import check, poison_
+
+    def run_and_check(run):
+        poison_(t["y"])
+        run()
+        torch.cuda.synchronize()
+        return check("plan", t["y"], ref, quiet=True, raise_on_fail=False)
+
+    return run_and_check
+
+
+def _ms(value: float) -> str:
+    return f"{value * 1e3:.1f} µs" if value < 1 else f"{value:.2f} ms"
+
+
+def head_to_head(graph, pack, a: int, b: int, rounds: int = 3, iters: int = 20) -> dict:
+    """Plans ``a`` and ``b`` timed in alternation (L2 flushed): ``{index: (median_ms, p10_ms, p90_ms)}``."""
+    import statistics
+
+    from ..graphs import get_handle, workspace_for
+    from ..timing import benchmark
+
+    handle = get_handle()
+    runs = {}
+    for i in (a, b):
+        workspace = workspace_for(graph, plan=i)
+        runs[i] = lambda i=i, workspace=workspace: graph.execute_plan_at_index(pack, workspace, index=i, handle=handle)
+    times = {a: [], b: []}
+    for _ in range(rounds):
+        for i in (a, b):
+            times[i] += benchmark(runs[i], warmup=2, iters=iters, flush_l2=True).times_ms
+    out = {}
+    for i, ts in times.items():
+        ts = sorted(ts)
+        out[i] = (statistics.median(ts), ts[int(0.1 * (len(ts) - 1))], ts[int(round(0.9 * (len(ts) - 1)))])
+    return out
+
+
+# ------------------------------------------------------------------ 03.fastest_plan
+@checker("03.fastest_plan")
+def check_fastest_plan(answer):
+    from ..device import require_gpu
+    from ..recipes import autotune
+
+    require_gpu()
+    t, ref = _problem(seed=3)
+    graph, io = _planned_graph(t)
+    count = graph.get_execution_plan_count()
+    index = plan_index(answer(graph, io.pack()), count)
+
+    # The checker's own pass over every plan, as section 5 does it (each plan checked against the reference).
+    table = autotune.time_plans(graph, io.pack(), check=_check_against(t, ref), warmup=3, iters=15, max_ms=MAX_MS)
+    row = table.loc[index]
+    if math.isnan(row["median_ms"]):  # not timed
+        raise Wrong(f"plan {index} cannot be used here ({row['result']}): time only the plans that build and run")
+    if row["check"] == "FAIL":
+        raise Wrong(f"plan {index} computes a wrong result here (rel err {row['rel_err']:.2g}); pick a plan that passes")
+    timed = table[table["median_ms"].notna() & (table["check"] != "FAIL")]
+    best, slowest = int(timed["median_ms"].idxmin()), int(timed["median_ms"].idxmax())
+    first = int(timed.index[0])  # ranked order: the heuristic's first choice
+    name = table.loc[index, "name"]
+    if index == best:
+        return f"correct — plan {index} ({name}) is the fastest of {len(timed)}: {_ms(row['median_ms'])}"
+
+    ms, best_ms = float(row["median_ms"]), float(timed.loc[best, "median_ms"])
+    allowed_pct, noise_pct = ALLOWANCE_PCT, float("nan")
+    if row["result"] == "timed" and ms < 3 * best_ms:  # a close call: time the two again, side by side
+        both = head_to_head(graph, io.pack(), index, best)
+        (ms, p10, p90), (best_ms, best_p10, best_p90) = both[index], both[best]
+        noise_pct = 100 * max((p90 - p10) / ms, (best_p90 - best_p10) / best_ms)
+        allowed_pct = max(ALLOWANCE_PCT, 2 * noise_pct)
+    slower_pct = 100 * (ms / best_ms - 1)
+    if ms <= best_ms * (1 + allowed_pct / 100) or ms - best_ms <= ALLOWANCE_MS:
+        return (f"correct — plan {index} ({name}) is within {max(slower_pct, 0):.1f}% of the fastest, plan {best} "
+                f"({_ms(best_ms)}); the allowance for timing noise is {allowed_pct:.0f}%")
+    cut = " (cut off after one run)" if row["result"] == "cut off" else ""
+    if index == slowest:
+        raise Wrong(f"plan {index} is the slowest plan: {_ms(ms)}{cut}, {ms / best_ms:.0f}× the fastest "
+                    f"(plan {best}, {_ms(best_ms)}); return the minimum, not the maximum")
+    if index == first:
+        raise Wrong(f"plan {index} is the heuristic's first choice, but plan {best} is {slower_pct:.0f}% faster "
+                    f"({_ms(best_ms)} against {_ms(ms)}; allowance {allowed_pct:.0f}%): time every plan")
+    raise Wrong(f"plan {index} takes {_ms(ms)}{cut}, {slower_pct:.0f}% more than the fastest, plan {best} "
+                f"({_ms(best_ms)}); the allowance for timing noise is {allowed_pct:.0f}%")
+
+
+# ------------------------------------------------------------------ 03.replay_choice
+def saved_choice(graph) -> tuple[int, dict]:
+    """A plan of the planned ``graph`` to save, as notebook 03 saves one: not the first plan (so "return 0"
+    is wrong), one with knobs (so forgetting them is wrong), and one that builds here."""
+    names = [graph.get_plan_name_at_index(i) for i in range(graph.get_execution_plan_count())]
+    for i in range(1, len(names)):
+        engine_id, knobs = graph.get_engine_and_knobs_at_index(i)
+        if names[i] == names[0] or not knobs:
+            continue
+        try:
+            graph.build_plan_at_index(i)
+        except Exception:  # this plan does not build here: try the next
+            continue
+        return i, {"plan_name": names[i], "engine_id": int(engine_id),
+                   "knobs": {getattr(k, "name", str(k)): int(v) for k, v in knobs.items()},
+                   "heuristic_modes": list(MODES)}
+    raise RuntimeError("no plan with knobs besides the first builds for the checker's graph on this GPU")
+
+
+@checker("03.replay_choice")
+def check_replay_choice(answer):
+    import torch
+
+    from ..checking import check, poison_
+    from ..device import require_gpu
+    from ..errors import first_line
+    from ..graphs import get_handle, workspace_for
+    from ..recipes import conv_bias_relu
+
+    require_gpu()
+    t, ref = _problem(seed=4)
+    tuned, _ = _planned_graph(t)
+    _, choice = saved_choice(tuned)
+    fresh, io = conv_bias_relu.graph(t)  # constructed only: not validated, not planned
+    index = plan_index(answer(fresh, dict(choice, knobs=dict(choice["knobs"]))), fresh.get_execution_plan_count())
+
+    name = fresh.get_plan_name_at_index(index)
+    if name != choice["plan_name"]:
+        engine_id, _ = fresh.get_engine_and_knobs_at_index(index)
+        if int(engine_id) == choice["engine_id"]:
+            hint = "the same engine with other knobs: pass the saved knobs as {cudnn.knob_type[name]: value}"
+        elif index == 0:
+            hint = "that is the heuristic's first plan, not the saved one"
+        else:
+            hint = "find the saved name among the plans, or append it with create_execution_plan(engine_id, knobs)"
+        raise Wrong(f"plan {index} is {name}, not the saved {choice['plan_name']}: {hint}")
+
+    poison_(t["y"])
+    try:
+        fresh.execute_plan_at_index(io.pack(), workspace_for(fresh, plan=index), index=index, handle=get_handle())
+        torch.cuda.synchronize()
+    except Exception as exc:
+        raise Wrong(f"plan {index} is the saved plan but it does not run — is it built (build_plan_at_index)? "
+                    f"{first_line(exc, 100)}") from None
+    result = check("03.replay_choice", t["y"], ref, quiet=True, raise_on_fail=False)
+    if not result.ok:
+        raise Wrong(f"plan {index} ran, but y is wrong: {result}")
+    return "correct — your index names the saved plan, it is built, and it computes y"

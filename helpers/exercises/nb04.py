@@ -1,0 +1,366 @@
+"""Checkers for notebook 04: matmul epilogues, their AMAX output, and an FP8 GEMM.
+
+    04.silu_amax         y = silu(a @ b + bias) and one AMAX per batch entry, [batch, 1, 1], from one graph
+    04.scaled_relu       y = relu(alpha * a @ b + bias) built once; alpha changes per call, passed by value
+    04.fp8_matmul_amax   y = (a8 @ b8) * descale_a * descale_b in bf16 and its AMAX, from e4m3 inputs
+
+Each checker runs the answer on its own small inputs, compares with PyTorch in fp32 by norm (the output
+dtype's tolerance), names the usual mistake when the result matches a wrong formula instead, and rejects
+torch kernels running next to the graph (the epilogue and the AMAX belong inside it). The grading
+functions (``grade_*``) take plain tensors, so they work, and are tested, on the CPU as well; torch and the
+GPU are touched only inside functions, so this module imports on any machine.
+"""
+from __future__ import annotations
+
+from contextlib import contextmanager
+
+from . import NotDone, Unsupported, Wrong, checker
+
+# AMAX against max|y| of the answer's own y: they differ only by y's final rounding (at most half an ulp,
+# 2^-9 relative in bf16) when the engine reduces the fp32 value before the cast; notebook 04 uses 2^-8.
+AMAX_TOL = 2**-8
+
+# batch, M, K, N: small (each answer builds its graph per call), whole tiles for the tensor cores
+SILU_SHAPE = (4, 128, 256, 128)
+RELU_SHAPE = (2, 128, 256, 128)
+FP8_SHAPE = (1, 128, 256, 128)
+ALPHAS = (0.5, -1.75, 2.0)   # the values 04.scaled_relu's run(alpha) is called with, in this order
+SEED = 4
+
+
+# ------------------------------------------------------------------ inputs (made on the CPU: reproducible)
+def silu_inputs(*, dtype, device: str = "cuda", seed: int = SEED) -> dict:
+    """a [B,M,K] with a different spread per batch entry (so the entries' maxima differ), b [B,K,N] scaled by
+    1/sqrt(K), and a bias [1,1,N] around -1.5 (so the largest |pre-activation| is a negative value, which
+    SiLU squashes: the AMAX of the pre-activation is far from the AMAX of y)."""
+    import torch
+
+    gen = torch.Generator().manual_seed(seed)
+    batch, m, k, n = SILU_SHAPE
+    spread = torch.linspace(0.5, 2.0, batch).reshape(batch, 1, 1)
+    t = dict(a=torch.randn(batch, m, k, generator=gen) * spread,
+             b=torch.randn(batch, k, n, generator=gen) / k**0.5,
+             bias=-1.5 + 0.25 * torch.randn(1, 1, n, generator=gen))
+    return {name: x.to(device=device, dtype=dtype) for name, x in t.items()}
+
+
+def relu_inputs(*, dtype, device: str = "cuda", seed: int = SEED) -> dict:
+    """a [B,M,K], b [B,K,N] (1/sqrt(K)), bias [1,1,N], and a NaN-poisoned output y [B,M,N]."""
+    import torch
+
+    from ..checking import poison_
+
+    gen = torch.Generator().manual_seed(seed + 1)
+    batch, m, k, n = RELU_SHAPE
+    t = dict(a=torch.randn(batch, m, k, generator=gen), b=torch.randn(batch, k, n, generator=gen) / k**0.5,
+             bias=0.5 * torch.randn(1, 1, n, generator=gen))
+    t = {name: x.to(device=device, dtype=dtype) for name, x in t.items()}
+    t["y"] = poison_(torch.empty(batch, m, n, device=device, dtype=dtype))
+    return t
+
+
+def fp8_inputs(*, device: str = "cuda", seed: int = SEED) -> dict:
+    """Per-tensor e4m3 quantization, as in notebook 04's section 8: a8 [1,M,K] row-major, b8 [1,K,N]
+    column-major (the transpose view of a contiguous N x K tensor), and descale_a/descale_b as 1x1x1 fp32
+    device tensors (1/scale, scale = 448/amax). The two descales differ, and neither is near 1."""
+    import torch
+
+    gen = torch.Generator().manual_seed(seed + 2)
+    batch, m, k, n = FP8_SHAPE
+    e4m3 = torch.float8_e4m3fn
+    fmax = torch.finfo(e4m3).max
+
+    def quantize(x):
+        scale = fmax / x.abs().amax()
+        return (x * scale).clamp(-fmax, fmax).to(e4m3), (1.0 / scale).reshape(1, 1, 1)
+
+    a8, descale_a = quantize(torch.randn(batch, m, k, generator=gen))
+    b8_nk, descale_b = quantize(torch.randn(batch, n, k, generator=gen) / k**0.5)
+    return dict(a8=a8.to(device), b8=b8_nk.to(device).transpose(1, 2), descale_a=descale_a.to(device),
+                descale_b=descale_b.to(device))
+
+
+# ------------------------------------------------------------------ grading (any device)
+def _pair(result, what: str):
+    """``result`` as (y, amax): NotDone for None/..., Wrong for anything but two tensors."""
+    import torch
+
+    if result is None or result is Ellipsis:
+        raise NotDone(f"not done yet — return {what}")
+    if not (isinstance(result, (tuple, list)) and len(result) == 2
+            and all(isinstance(x, torch.Tensor) for x in result)):
+        raise Wrong(f"return {what}: two tensors, got {type(result).__name__}")
+    return result
+
+
+def grade_output(out, right, wrong: dict, name: str = "y") -> float:
+    """The relative error of ``out`` against ``right`` (float32) when it passes ``H.check``'s bounds at
+    ``out``'s dtype; otherwise ``Wrong`` in one line: unwritten elements, the named mistake whose formula
+    ``out`` matches instead, or how far off it is."""
+    import torch
+
+    from ..checking import check, rel_error
+
+    if tuple(out.shape) != tuple(right.shape):
+        raise Wrong(f"{name} has shape {tuple(out.shape)}, want {tuple(right.shape)}")
+    n = out.numel()
+    unwritten = int(torch.isnan(out.detach().float()).sum().item())
+    if unwritten:
+        raise Wrong(f"{unwritten} of {n} elements of {name} were never written (still NaN)"
+                    if unwritten < n else f"{name} is still all NaN: nothing was written into it")
+    result = check(name, out, right, quiet=True, raise_on_fail=False)
+    if result.ok:
+        return result.rel_err
+    for mistake, formula in wrong.items():
+        matched = rel_error(out.float(), formula)
+        if matched <= result.tol:
+            raise Wrong(f"{mistake} (rel err {result.rel_err:.2g} against the right answer, {matched:.1e} "
+                        f"against that formula)")
+    if result.rel_err > result.tol:
+        raise Wrong(f"{name} is wrong: rel err {result.rel_err:.2g} against the reference (tolerance {result.tol:g})")
+    raise Wrong(f"{name} is wrong in places: {result.elements}")
+
+
+def grade_amax(amax, y, want_shape: tuple, wrong: dict) -> None:
+    """``amax`` must have ``want_shape`` and equal max|y| of the answer's own ``y`` over the reduced dims
+    (within ``AMAX_TOL``); otherwise ``Wrong`` naming the mistake it matches (``wrong``: message -> value)."""
+    import torch
+
+    from ..checking import rel_error
+
+    dims = tuple(i for i, size in enumerate(want_shape) if size == 1)
+    want = y.detach().float().abs().amax(dim=dims, keepdim=True)
+    if tuple(amax.shape) != tuple(want_shape):
+        if amax.numel() == 1 and want.numel() > 1:
+            raise Wrong(f"amax is one number (shape {tuple(amax.shape)}), the maximum over everything; the task "
+                        f"wants one per batch entry, shape {tuple(want_shape)} — the AMAX buffer's shape says "
+                        f"which dimensions the reduction collapses")
+        raise Wrong(f"amax has shape {tuple(amax.shape)}, want {tuple(want_shape)}")
+    got = amax.detach().float()
+    if torch.isnan(got).any():
+        raise Wrong("amax holds NaN: it was never written, or the reduction read unwritten values")
+    err = rel_error(got, want)
+    if err <= AMAX_TOL:
+        return
+    if not got.abs().any():
+        raise Wrong("amax is all zeros: it was never written — mark the reduction's output with the amax buffer")
+    for mistake, value in wrong.items():
+        if rel_error(got, value.float().reshape(got.shape)) <= AMAX_TOL:
+            raise Wrong(mistake)
+    shown = ", ".join(f"{v:.4g}" for v in got.flatten()[:4].tolist())
+    wanted = ", ".join(f"{v:.4g}" for v in want.flatten()[:4].tolist())
+    raise Wrong(f"amax does not match max|y|: got [{shown}], want [{wanted}] (rel err {err:.2g})")
+
+
+def silu_references(t) -> tuple:
+    """silu(a @ b + bias) in fp32 and, by the mistake that gives it, the usual wrong outputs."""
+    import torch.nn.functional as F
+
+    acc = t["a"].float() @ t["b"].float()
+    pre = acc + t["bias"].float()
+    wrong = {
+        "y is GELU(a @ b + bias): the activation is still GELU — use graph.swish(..., swish_beta=1.0) for SiLU":
+            F.gelu(pre),
+        "y is ReLU(a @ b + bias), not SiLU — use graph.swish(..., swish_beta=1.0)": F.relu(pre),
+        "y misses the bias: it is silu(a @ b) — add the bias before the activation": F.silu(acc),
+        "y has no activation: it is a @ b + bias — add graph.swish after the bias": pre,
+    }
+    return F.silu(pre), wrong
+
+
+def grade_silu_amax(t, result) -> str:
+    """Grade ``(y, amax)`` for the inputs ``t`` of 04.silu_amax."""
+    y, amax = _pair(result, "(y, amax)")
+    if y.dtype != t["a"].dtype:
+        raise Wrong(f"y is {y.dtype}; store it in the inputs' dtype, {t['a'].dtype}")
+    right, wrong = silu_references(t)
+    err = grade_output(y, right, wrong)
+    acc = t["a"].float() @ t["b"].float()
+    pre = acc + t["bias"].float()
+    batch = t["a"].shape[0]
+    per_entry = (1, 2)
+    grade_amax(amax, y, (batch, 1, 1), {
+        "amax is taken on the pre-activation (a @ b + bias), not on the output: reduce the swish node's output":
+            pre.abs().amax(dim=per_entry, keepdim=True),
+        "amax is taken on the matmul result, before the bias and the activation: reduce the output y":
+            acc.abs().amax(dim=per_entry, keepdim=True),
+        "every amax entry holds the maximum over the whole tensor, not its own batch entry's: the reduction must "
+        "keep the batch dimension (output shape [batch, 1, 1])":
+            y.float().abs().amax().expand(batch, 1, 1),
+    })
+    return f"correct — y rel err {err:.1e}, {batch} AMAX values (one per batch entry) match max|y|"
+
+
+def relu_references(t, alpha: float) -> tuple:
+    """relu(alpha * a @ b + bias) in fp32 and the usual wrong outputs (no earlier-alpha ones: see grade)."""
+    import torch.nn.functional as F
+
+    acc = t["a"].float() @ t["b"].float()
+    bias = t["bias"].float()
+    wrong = {}
+    if alpha != 1.0:
+        wrong["run(alpha) ignores alpha: y is relu(a @ b + bias) — multiply by the alpha tensor in the graph"] = \
+            F.relu(acc + bias)
+    wrong.update({
+        "y misses the bias: it is relu(alpha * a @ b) — add the bias before the activation": F.relu(alpha * acc),
+        "y is GELU(alpha * a @ b + bias): the activation is still GELU — use graph.relu": F.gelu(alpha * acc + bias),
+        "y has no activation: it is alpha * a @ b + bias — add graph.relu after the bias": alpha * acc + bias,
+    })
+    return F.relu(alpha * acc + bias), wrong
+
+
+def grade_scaled_relu(t, alpha: float, earlier: tuple = ()) -> float:
+    """Grade ``t["y"]`` after ``run(alpha)``; ``earlier`` are the alphas of the calls before (their results
+    are the tell-tale of an alpha fixed at build time)."""
+    right, wrong = relu_references(t, alpha)
+    stale = {}
+    for previous in earlier:
+        stale[f"run({alpha}) gave the result for alpha={previous}, an earlier call's: alpha is fixed in the "
+              f"graph — pass it by value in the variant pack at every execute (a 1x1x1 CPU tensor)"] = \
+            relu_references(t, previous)[0]
+    return grade_output(t["y"], right, {**stale, **wrong})
+
+
+def fp8_references(t) -> tuple:
+    """(a8 @ b8) * descale_a * descale_b in fp32 and the usual wrong outputs."""
+    raw = t["a8"].float() @ t["b8"].float()
+    da, db = t["descale_a"].float(), t["descale_b"].float()
+    wrong = {
+        "y is the raw e4m3 product a8 @ b8: multiply by descale_a and descale_b in the epilogue": raw,
+        "only descale_a is applied: multiply by descale_b too": raw * da,
+        "only descale_b is applied: multiply by descale_a too": raw * db,
+    }
+    return raw * da * db, wrong
+
+
+def grade_fp8_matmul_amax(t, result) -> str:
+    """Grade ``(y, amax)`` for the inputs ``t`` of 04.fp8_matmul_amax."""
+    import torch
+
+    y, amax = _pair(result, "(y, amax)")
+    if y.dtype != torch.bfloat16:
+        raise Wrong(f"y is {y.dtype}; store it in bfloat16 (the output buffer's dtype)")
+    right, wrong = fp8_references(t)
+    err = grade_output(y, right, wrong)
+    raw = t["a8"].float() @ t["b8"].float()
+    grade_amax(amax, y, (1, 1, 1), {
+        "amax is taken before the descales (on the raw e4m3 product): reduce the descaled output y":
+            raw.abs().amax().reshape(1, 1, 1),
+    })
+    return f"correct — y rel err {err:.1e} against fp32 on the dequantized inputs, AMAX matches max|y|"
+
+
+# ------------------------------------------------------------------ what ran on the GPU
+def torch_kernels(names: list) -> list:
+    """The kernels in ``names`` that are torch's element-wise/reduction kernels or Triton's (fills, which
+    allocating and poisoning buffers launch, left out)."""
+    return [n for n in names if ("at::native::" in n or n.startswith("triton")) and "FillFunctor" not in n]
+
+
+def _short(kernel: str) -> str:
+    name = kernel.removeprefix("void ")
+    for cut in ("<", "("):
+        name = name.split(cut, 1)[0]
+    return name.removeprefix("at::native::")[:40]
+
+
+def graph_only(names: list, what: str) -> None:
+    """``Wrong`` unless ``names`` (the kernels of one call) ran something and none of it was torch's."""
+    if not names:
+        raise Wrong("one call launched no GPU kernel: execute the graph inside the function, on H.get_handle()")
+    extra = torch_kernels(names)
+    if extra:
+        shown = ", ".join(dict.fromkeys(_short(n) for n in extra))
+        raise Wrong(f"the result is right, but torch kernels ran next to the graph ({shown}): compute {what} "
+                    f"inside the cuDNN graph")
+
+
+@contextmanager
+def counting_validates():
+    """A list that grows by one at every ``pygraph.validate()`` (every graph built) inside the block."""
+    from ..recipes._common import cudnn_module
+
+    pygraph = cudnn_module().pygraph
+    calls = []
+    original = pygraph.validate
+
+    def validate(self, *args, **kwargs):
+        calls.append(self)
+        return original(self, *args, **kwargs)
+
+    pygraph.validate = validate
+    try:
+        yield calls
+    finally:
+        pygraph.validate = original
+
+
+# ------------------------------------------------------------------ the checkers (GPU)
+def _call_profiled(answer, *args):
+    """The answer's first result and the kernels of its second call (``kernels_launched`` calls it twice;
+    both results stay alive, so the second call cannot find the first one's output in reused memory)."""
+    import torch
+
+    from ..profiling import kernels_launched
+
+    results = []
+    names = kernels_launched(lambda: results.append(answer(*args)))
+    torch.cuda.synchronize()
+    return results[0], names
+
+
+@checker("04.silu_amax")
+def check_silu_amax(answer) -> str:
+    """``answer(a, b, bias)`` returns (y, amax): silu(a @ b + bias) and max|y| per batch entry, one graph."""
+    from ..device import working_dtype
+
+    t = silu_inputs(dtype=working_dtype())  # needs a GPU: one line if there is none
+    result, names = _call_profiled(answer, t["a"], t["b"], t["bias"])
+    message = grade_silu_amax(t, result)
+    graph_only(names, "the activation and the AMAX")
+    return message
+
+
+@checker("04.scaled_relu")
+def check_scaled_relu(answer) -> str:
+    """``answer(a, b, bias, y)`` builds once and returns run(alpha), which writes relu(alpha * a @ b + bias)."""
+    import torch
+
+    from ..checking import poison_
+    from ..device import working_dtype
+    from ..profiling import kernels_launched
+
+    t = relu_inputs(dtype=working_dtype())
+    with counting_validates() as builds:
+        run = answer(t["a"], t["b"], t["bias"], t["y"])
+        if run is None or run is Ellipsis:
+            raise NotDone("not done yet — return the function run(alpha)")
+        if not callable(run):
+            raise Wrong(f"return a function run(alpha), got {type(run).__name__}")
+        worst = 0.0
+        for i, alpha in enumerate(ALPHAS):
+            poison_(t["y"])
+            before = len(builds)
+            run(alpha)
+            torch.cuda.synchronize()
+            worst = max(worst, grade_scaled_relu(t, alpha, ALPHAS[:i]))
+            if i and len(builds) > before:  # the first call may build a graph left unbuilt; later ones must not
+                raise Wrong(f"run({alpha}) gives the right y but built a graph again (validate() ran "
+                            f"{len(builds) - before} time(s)): build once, then only execute with a new alpha")
+    graph_only(kernels_launched(lambda: run(ALPHAS[0])), "the scale, the bias and the ReLU")
+    return f"correct — {len(ALPHAS)} alphas, one graph, no rebuild; worst rel err {worst:.1e}"
+
+
+@checker("04.fp8_matmul_amax")
+def check_fp8_matmul_amax(answer) -> str:
+    """``answer(a8, b8, descale_a, descale_b)`` returns (y bf16, amax [1,1,1]) from one FP8 graph."""
+    from ..features import gate
+
+    fp8 = gate("fp8")
+    if not fp8.ok:
+        raise Unsupported(fp8.reason)
+    t = fp8_inputs()
+    result, names = _call_profiled(answer, t["a8"], t["b8"], t["descale_a"], t["descale_b"])
+    message = grade_fp8_matmul_amax(t, result)
+    graph_only(names, "the descales and the AMAX")
+    return message

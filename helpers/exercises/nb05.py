@@ -1,0 +1,264 @@
+"""Checkers for notebook 05 (scaled dot-product attention).
+
+``05.sliding_window``: a causal SDPA graph whose band keeps only the last ``window`` keys.
+``05.merge_chunks``: attention over K/V that arrive in chunks, one forward with Stats per chunk, merged.
+
+Each checker calls the learner's function on its own small inputs, compares with PyTorch in float64, and
+when the answer is wrong, tries the usual mistakes (each a PyTorch reference of its own) to say which one
+it is. The grading functions take a ``device`` so the tests can exercise the diagnoses on CPU with
+PyTorch-made answers; the registered checkers always run on the GPU.
+"""
+from __future__ import annotations
+
+import math
+
+from . import NotDone, Wrong, checker
+
+SLIDING_SHAPE = (1, 2, 256, 64)   # B, H, S, D: most rows lie well past the window
+SLIDING_WINDOWS = (32, 96)        # two sizes: an answer that ignores its argument fails one of them
+MERGE_SHAPE = (1, 4, 128, 64)     # q: B, H, S_q, D
+MERGE_CHUNK_LENS = (64, 192)      # keys per chunk: unequal, so the chunks' weights are far from equal
+MERGE_KEY_GAIN = (1.0, 1.5)       # and the second chunk's keys score higher: the weights vary row by row
+MERGE_SCALE = 0.7                 # attn_scale = 0.7/sqrt(D): an answer that assumes 1/sqrt(D) fails
+
+
+# ------------------------------------------------------------------ shared
+def _randn(shape, seed: int, device, dtype):
+    import torch
+
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(*shape, generator=g).to(device=device, dtype=dtype)
+
+
+def _attention(q, k, v, scale: float, visible=None):
+    """Attention in float64 with PyTorch's math SDPA (``visible``: [S_q, S_kv] bool, True = seen), and the
+    log-sum-exp of the scaled, masked scores per query row, [B, H, S_q, 1]."""
+    import torch
+    import torch.nn.functional as F
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    q, k, v = q.double(), k.double(), v.double()
+    with sdpa_kernel(SDPBackend.MATH):
+        o = F.scaled_dot_product_attention(q, k, v, attn_mask=visible, scale=scale)
+    scores = (q @ k.transpose(-1, -2)) * scale
+    if visible is not None:
+        scores = scores.masked_fill(~visible, float("-inf"))
+    return o, torch.logsumexp(scores, dim=-1, keepdim=True)
+
+
+def _close(out, ref, dtype) -> bool:
+    from ..checking import rel_error, tolerance
+
+    return rel_error(out, ref) <= tolerance(dtype)
+
+
+def _first_match(out, candidates, dtype):
+    """The message of the first ``(reference, message)`` that ``out`` matches within ``dtype``'s tolerance."""
+    for ref, message in candidates:
+        if _close(out, ref, dtype):
+            return message
+    return None
+
+
+def _unwritten(t) -> int:
+    import torch
+
+    return int(torch.isnan(t.detach().float()).sum().item()) if t.dtype.is_floating_point else 0
+
+
+def _sync(device) -> None:
+    import torch
+
+    if str(device).startswith("cuda"):
+        torch.cuda.synchronize()
+
+
+# ------------------------------------------------------------------ 05.sliding_window
+def band(s: int, window: int | None, *, right_edge: bool = True, device="cpu"):
+    """[s, s] bool: key j visible to query i when i - window < j (no left edge if window is None) and,
+    with ``right_edge``, j <= i."""
+    import torch
+
+    i = torch.arange(s, device=device).view(-1, 1)
+    j = torch.arange(s, device=device).view(1, -1)
+    visible = torch.ones(s, s, dtype=torch.bool, device=device)
+    if window is not None:
+        visible &= j > i - window
+    if right_edge:
+        visible &= j <= i
+    return visible
+
+
+def _require_sdpa_graph(graph) -> None:
+    nodes = getattr(graph, "nodes", None)
+    if nodes is None:
+        raise Wrong(f"return the cuDNN graph you built and executed, not a {type(graph).__name__}")
+    kinds = [getattr(getattr(n, "node_type", None), "name", "?") for n in nodes]
+    if "SDPA" not in kinds:
+        raise Wrong(f"the graph you returned has no sdpa node (its nodes: {kinds or 'none'})")
+
+
+def _sliding_window_mistake(o, q, k, v, scale, window, device) -> str | None:
+    import torch
+
+    s = q.shape[2]
+    candidates = [
+        (_attention(q, k, v, scale, band(s, None, device=device))[0],
+         f"this is plain causal attention: query i still sees every key j ≤ i; keep only the last {window} "
+         "(the band's left bound)"),
+        (_attention(q, k, v, scale)[0], "no mask at all: every query sees every key"),
+        (_attention(q, k, v, scale, band(s, window, right_edge=False, device=device))[0],
+         "keys after the query are visible: close the band at the diagonal (right bound 0)"),
+        (_attention(q, k, v, scale, band(s, window + 1, device=device))[0],
+         f"off by one: query i sees {window + 1} keys; it should see {window}, itself included "
+         f"(i − {window} < j ≤ i)"),
+        (_attention(q, k, v, scale, band(s, window - 1, device=device))[0],
+         f"off by one: query i sees {window - 1} keys; it should see {window}, itself included "
+         f"(i − {window} < j ≤ i)"),
+        (_attention(q, k, v, 1.0, band(s, window, device=device))[0],
+         "the mask is right but the scores were not scaled by 1/√D (attn_scale)"),
+    ]
+    return _first_match(o, candidates, torch.bfloat16)
+
+
+def grade_sliding_window(answer, *, device="cuda", need_graph: bool = True) -> str:
+    """Run ``answer(q, k, v, o, window)`` at each of ``SLIDING_WINDOWS`` on fresh inputs with a NaN-poisoned
+    ``o``; the result must match sliding-window attention (scale 1/sqrt(D)), and (``need_graph``) the
+    returned object must be a graph with an sdpa node."""
+    import torch
+
+    from ..checking import poison_, rel_error, tolerance
+
+    b, h, s, d = SLIDING_SHAPE
+    scale = 1 / math.sqrt(d)
+    worst = 0.0
+    for n, window in enumerate(SLIDING_WINDOWS):
+        q, k, v = (_randn(SLIDING_SHAPE, 500 + 10 * n + t, device, torch.bfloat16) for t in range(3))
+        o = poison_(torch.empty_like(q))
+        graph = answer(q, k, v, o, window)
+        _sync(device)
+        if graph is None or graph is Ellipsis:
+            raise NotDone("not done yet — sliding_window_sdpa returned nothing; return the graph it built")
+        if need_graph:
+            _require_sdpa_graph(graph)
+        where = f"window={window}: "
+        missing = _unwritten(o)
+        if missing:
+            raise Wrong(where + f"{missing} of {o.numel()} elements of o were never written; execute the graph "
+                        "with o as its output buffer")
+        want = _attention(q, k, v, scale, band(s, window, device=device))[0]
+        err = rel_error(o, want)
+        if err <= tolerance(torch.bfloat16):
+            worst = max(worst, err)
+            continue
+        mistake = _sliding_window_mistake(o, q, k, v, scale, window, device)
+        raise Wrong(where + (mistake or f"o differs from sliding-window attention (rel err {err:.1e}, "
+                                        f"tolerance {tolerance(torch.bfloat16):g})"))
+    return (f"correct — windows {' and '.join(map(str, SLIDING_WINDOWS))} match PyTorch with an explicit mask "
+            f"(worst rel err {worst:.1e})")
+
+
+@checker("05.sliding_window")
+def check_sliding_window(answer):
+    return grade_sliding_window(answer, device="cuda")
+
+
+# ------------------------------------------------------------------ 05.merge_chunks
+def merge_inputs(device):
+    """q, the list of (k, v) chunks, and attn_scale the checker uses."""
+    import torch
+
+    b, h, s, d = MERGE_SHAPE
+    q = _randn(MERGE_SHAPE, 700, device, torch.bfloat16)
+    chunks = []
+    for c, (length, gain) in enumerate(zip(MERGE_CHUNK_LENS, MERGE_KEY_GAIN)):
+        k = (_randn((b, h, length, d), 701 + 2 * c, device, torch.float32) * gain).to(torch.bfloat16)
+        chunks.append((k, _randn((b, h, length, d), 702 + 2 * c, device, torch.bfloat16)))
+    return q, chunks, MERGE_SCALE / math.sqrt(d)
+
+
+def _merge_o_mistake(o, q, chunks, scale) -> str | None:
+    import torch
+
+    parts = [_attention(q, k, v, scale) for k, v in chunks]
+    outs = [p[0] for p in parts]
+    lses = torch.stack([p[1] for p in parts])
+    as_log2 = torch.softmax(lses * math.log(2), dim=0)          # weights 2**L_c / sum_c 2**L_c
+    d = q.shape[-1]
+    k_all = torch.cat([k for k, _ in chunks], dim=2)
+    v_all = torch.cat([v for _, v in chunks], dim=2)
+    candidates = [
+        (sum(outs) / len(outs), "you averaged the chunks' outputs; a chunk's share depends on its Stats"),
+        (sum(w * o_c for w, o_c in zip(as_log2, outs)),
+         "the weights read Stats as base-2 logarithms; cuDNN's Stats are natural logs (use exp, not 2**)"),
+        (outs[0], "o is the first chunk's output alone; merge every chunk"),
+        (outs[-1], "o is the last chunk's output alone; merge every chunk"),
+        (_attention(q, k_all, v_all, 1 / math.sqrt(d))[0],
+         f"the scores were scaled by 1/√D; use the attn_scale you are given ({scale:.4f})"),
+    ]
+    return _first_match(o, candidates, torch.bfloat16)
+
+
+def _merge_stats_mistake(stats, q, chunks, scale, want) -> str | None:
+    import torch
+
+    lses = torch.stack([_attention(q, k, v, scale)[1] for k, v in chunks])
+    candidates = [
+        (want / math.log(2), "Stats is in base-2 logarithms; keep cuDNN's natural-log convention"),
+        (lses.max(dim=0).values, "the merged Stats is the largest chunk's; it is log(Σ exp(L_c)) over the chunks"),
+        (lses.sum(dim=0), "you added the chunks' Stats; the merged value is log(Σ exp(L_c))"),
+        (lses.mean(dim=0), "you averaged the chunks' Stats; the merged value is log(Σ exp(L_c))"),
+        (lses[0], "Stats is the first chunk's alone; it must cover every key"),
+    ]
+    return _first_match(stats, candidates, torch.float32)
+
+
+def grade_merge_chunks(answer, *, device="cuda") -> str:
+    """Run ``answer(q, chunks, attn_scale)``; its ``(o, stats)`` must match attention of q over all the
+    chunks' keys and the log-sum-exp of the scaled scores over all keys (fp32, [B, H, S, 1])."""
+    import torch
+
+    from ..checking import rel_error, tolerance
+
+    q, chunks, scale = merge_inputs(device)
+    got = answer(q, chunks, scale)
+    _sync(device)
+    if got is None or got is Ellipsis:
+        raise NotDone("not done yet — merge_chunks returned nothing; return (o, stats)")
+    if not isinstance(got, (tuple, list)) or len(got) != 2:
+        raise Wrong(f"return a pair (o, stats), got {type(got).__name__}")
+    o, stats = got
+    for name, t in (("o", o), ("stats", stats)):
+        if t is None or t is Ellipsis:
+            raise NotDone(f"not done yet — {name} is missing")
+        if not isinstance(t, torch.Tensor):
+            raise Wrong(f"{name} should be a tensor, got {type(t).__name__}")
+    b, h, s, d = q.shape
+    if tuple(o.shape) != (b, h, s, d):
+        raise Wrong(f"o has shape {tuple(o.shape)}, want {(b, h, s, d)} (like q)")
+    if tuple(stats.shape) != (b, h, s, 1):
+        raise Wrong(f"stats has shape {tuple(stats.shape)}, want {(b, h, s, 1)}")
+    if stats.dtype != torch.float32:
+        raise Wrong(f"stats is {stats.dtype}; keep it float32, as cuDNN writes it")
+    for name, t in (("o", o), ("stats", stats)):
+        if _unwritten(t):
+            raise Wrong(f"{name} holds {_unwritten(t)} NaN elements (a buffer never written?)")
+    k_all = torch.cat([k for k, _ in chunks], dim=2)
+    v_all = torch.cat([v for _, v in chunks], dim=2)
+    want_o, want_stats = _attention(q, k_all, v_all, scale)
+    o_err, o_tol = rel_error(o, want_o), tolerance(torch.bfloat16)
+    if o_err > o_tol:
+        mistake = _merge_o_mistake(o, q, chunks, scale)
+        raise Wrong(mistake or f"o differs from attention over all keys (rel err {o_err:.1e}, tolerance {o_tol:g})")
+    s_err, s_tol = rel_error(stats, want_stats), tolerance(torch.float32)
+    if s_err > s_tol:
+        mistake = _merge_stats_mistake(stats, q, chunks, scale, want_stats)
+        raise Wrong(mistake or f"o is right but stats differs from the log-sum-exp over all keys "
+                               f"(rel err {s_err:.1e}, tolerance {s_tol:g})")
+    return (f"correct — {len(chunks)} chunks merged: o rel err {o_err:.1e}, stats rel err {s_err:.1e} "
+            "against attention over all keys")
+
+
+@checker("05.merge_chunks")
+def check_merge_chunks(answer):
+    return grade_merge_chunks(answer, device="cuda")

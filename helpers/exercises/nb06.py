@@ -1,0 +1,207 @@
+"""Checkers for notebook 06's exercises (plan serialization and a plan cache).
+
+06.round_trip     build C = A @ B with fixed UIDs, serialize it, reload the bytes into a fresh graph, run it by UID
+06.load_or_build  a cache lookup that loads a stored plan only when it was made on this GPU, with this cuDNN,
+                  for this graph — and otherwise builds
+
+Both build tiny matmuls (C[1, 64, 48] = A[1, 64, 32] @ B[1, 32, 48]) in the working dtype on the GPU.
+"""
+from __future__ import annotations
+
+from . import NotDone, Wrong, checker
+
+UIDS = {"a": 11, "b": 12, "c": 13}   # the exercise's contract: the reloading side knows only these
+SHAPE = dict(m=64, k=32, n=48)
+
+
+# ---------------------------------------------------------------- shared plumbing
+def _tensors(seed: int, m: int = SHAPE["m"], k: int = SHAPE["k"], n: int = SHAPE["n"]) -> dict:
+    """a, b (scaled so C stays near 1) and a NaN-poisoned c, from a fixed seed."""
+    import torch
+
+    from ..checking import poison_
+    from ..device import working_dtype
+
+    dtype = working_dtype()
+    gen = torch.Generator(device="cuda").manual_seed(seed)
+    a = torch.randn(1, m, k, device="cuda", generator=gen).to(dtype)
+    b = (torch.randn(1, k, n, device="cuda", generator=gen) / k**0.5).to(dtype)
+    return {"a": a, "b": b, "c": poison_(torch.empty(1, m, n, device="cuda", dtype=dtype))}
+
+
+def _reference(t: dict):
+    return t["a"].double() @ t["b"].double()
+
+
+def _error(t: dict) -> float:
+    """rel err of t["c"] against the float64 reference (inf when c holds NaN: never written)."""
+    from ..checking import rel_error
+
+    return rel_error(t["c"], _reference(t))
+
+
+def _run_by_uid(graph, t: dict) -> None:
+    import torch
+
+    from ..graphs import get_handle, workspace_for
+
+    graph.execute({UIDS[name]: t[name] for name in UIDS}, workspace_for(graph), handle=get_handle())
+    torch.cuda.synchronize()
+
+
+def _matmul_graph(t: dict):
+    """The checker's own C = A @ B with the exercise's UIDs (constructed, not built)."""
+    from ..recipes._common import new_graph
+
+    graph = new_graph(t["a"].dtype)
+    a = graph.tensor_like(t["a"], name="a").set_uid(UIDS["a"])
+    b = graph.tensor_like(t["b"], name="b").set_uid(UIDS["b"])
+    graph.matmul(A=a, B=b, name="matmul").set_output(True).set_name("c").set_uid(UIDS["c"])
+    return graph
+
+
+def _is_graph(obj) -> bool:
+    from ..recipes._common import cudnn_module
+
+    return isinstance(obj, cudnn_module().pygraph)
+
+
+def _tol() -> float:
+    from ..checking import tolerance
+    from ..device import working_dtype
+
+    return tolerance(working_dtype())
+
+
+def _blame(err: float, what: str) -> str:
+    return f"{what}: c was never written (still NaN)" if err == float("inf") else f"{what}: c is wrong (rel err {err:.1e})"
+
+
+# ---------------------------------------------------------------- 06.round_trip
+@checker("06.round_trip")
+def check_round_trip(answer) -> str:
+    """Runs the answer on our tensors; then reloads ITS bytes into a graph of ours and feeds that graph by UID
+    only, and feeds the graph it returned by UID too — each time with new data, poisoned output, vs torch."""
+    from ..errors import first_line
+    from ..graphs import get_handle
+    from ..recipes._common import cudnn_module
+
+    cudnn, tol = cudnn_module(), _tol()
+    t = _tensors(seed=1)
+    result = answer(t["a"], t["b"], t["c"])
+    if result is None or result is Ellipsis:
+        raise NotDone("not done yet — round_trip returns nothing; return (blob, reloaded)")
+    if not isinstance(result, tuple) or len(result) != 2:
+        raise Wrong(f"return two things, (blob, reloaded); got {type(result).__name__}")
+    blob, reloaded = result
+    if isinstance(blob, list):
+        blob = bytes(blob)
+    if not isinstance(blob, (bytes, bytearray)):
+        raise Wrong(f"the blob is a {type(blob).__name__}; return graph.serialize(as_bytes=True)")
+    if not _is_graph(reloaded):
+        raise Wrong(f"the second value is a {type(reloaded).__name__}; return the cudnn.pygraph you deserialized into")
+    if reloaded.nodes:
+        raise Wrong(f"the graph you returned holds {len(reloaded.nodes)} op(s) of its own, so it is the graph you "
+                    "built (or you deserialized into it); deserialize into a fresh, empty cudnn.pygraph")
+    err = _error(t)
+    if not err <= tol:
+        raise Wrong(_blame(err, "after your run") + "; execute the reloaded graph with {uid: tensor}")
+
+    # Only the bytes travel to another process: reload them into a graph of ours, fed by the UIDs alone.
+    ours = cudnn.pygraph(handle=get_handle())
+    ours.deserialize(get_handle(), bytes(blob))
+    u = _tensors(seed=2)
+    try:
+        _run_by_uid(ours, u)
+    except Exception as exc:
+        raise Wrong(f"your plan does not run when fed {{11: a, 12: b, 13: c}} ({first_line(exc, 90)}); "
+                    "set_uid on a, b and the output c before building") from None
+    if not _error(u) <= tol:
+        raise Wrong(_blame(_error(u), "your plan, reloaded and fed {11: a, 12: b, 13: c}")
+                    + "; are the UIDs on the right tensors?")
+
+    # The graph it returned must run by UID, on any buffers of that shape.
+    v = _tensors(seed=3)
+    try:
+        _run_by_uid(reloaded, v)
+    except Exception as exc:
+        raise Wrong(f"the graph you returned does not run when fed by UID ({first_line(exc, 90)})") from None
+    if not _error(v) <= tol:
+        raise Wrong(_blame(_error(v), "the graph you returned, fed new inputs by UID"))
+    return f"correct — a fresh graph ran your {len(blob) / 1024:.1f} KiB plan by UID alone (rel err {err:.1e})"
+
+
+# ---------------------------------------------------------------- 06.load_or_build
+def _this_machine() -> dict:
+    from ..device import device_info
+    from ..recipes._common import cudnn_module
+
+    d = device_info()
+    return {"gpu": d.name, "sm": d.sm_version, "sm_count": int(d.sm_count),
+            "cudnn_backend": int(cudnn_module().backend_version())}
+
+
+def _elsewhere(here: dict) -> list[tuple[str, dict]]:
+    """Fingerprints of entries that must be refused here: (what the learner reads, fingerprint)."""
+    other = ("NVIDIA A100-SXM4-80GB", 80) if here["sm"] != 80 else ("NVIDIA H100 80GB HBM3", 90)
+    fewer = max(1, here["sm_count"] // 2)
+    return [
+        (f"on another GPU model ({other[0]}, sm{other[1]})", dict(here, gpu=other[0], sm=other[1])),
+        (f"on a {here['gpu']} with {fewer} SMs (this one has {here['sm_count']}, e.g. a MIG slice)",
+         dict(here, sm_count=fewer)),
+        (f"with another cuDNN backend ({here['cudnn_backend'] + 100}, this one is {here['cudnn_backend']})",
+         dict(here, cudnn_backend=here["cudnn_backend"] + 100)),
+    ]
+
+
+@checker("06.load_or_build")
+def check_load_or_build(answer) -> str:
+    """Feeds the answer entries that must load (made here, for this graph) and entries that must not (another
+    GPU model, fewer SMs, another cuDNN, another graph, no entry); a load is a fresh pygraph with no ops, a
+    build is the graph handed in. Whatever comes back must then compute C = A @ B when fed by UID."""
+    from ..graphs import build
+
+    tol = _tol()
+    here = _this_machine()
+    t = _tensors(seed=4)
+    mine = _matmul_graph(t)
+    key = mine.key()
+    build(mine)
+    plan = mine.serialize(as_bytes=True)
+    other = _matmul_graph(_tensors(seed=5, m=2 * SHAPE["m"]))   # another shape: another graph, another key
+    other_key = other.key()
+    build(other)
+    other_plan = other.serialize(as_bytes=True)
+
+    cases = [("an entry made here, for this graph", dict(fingerprint=here, key=key, plan=plan), "load")]
+    cases += [(f"an entry made {what}", dict(fingerprint=fp, key=key, plan=plan), "build") for what, fp in _elsewhere(here)]
+    cases += [("an entry for another graph (another shape: another key)",
+               dict(fingerprint=here, key=other_key, plan=other_plan), "build"),
+              ("no entry (None)", None, "build")]
+    for what, entry, want in cases:
+        handed = _matmul_graph(t)
+        got = answer(None if entry is None else dict(entry, fingerprint=dict(entry["fingerprint"])), handed)
+        if got is None or got is Ellipsis:
+            raise NotDone("not done yet — load_or_build returns nothing; return a graph ready to execute")
+        if not _is_graph(got):
+            raise Wrong(f"for {what} it returned a {type(got).__name__}; return a cudnn.pygraph")
+        if got is handed:
+            did = "build"
+        elif not got.nodes:
+            did = "load"
+        else:
+            raise Wrong(f"for {what} it returned a graph with ops that is not the one handed in; build the graph "
+                        "you were given, or deserialize into a fresh cudnn.pygraph")
+        if want == "load" and did == "build":
+            raise Wrong(f"it rebuilt for {what}: a matching entry must be loaded (deserialize into a fresh "
+                        "cudnn.pygraph, not into the graph handed in)")
+        if want == "build" and did == "load":
+            raise Wrong(f"it loaded {what}: compare the entry's fingerprint (gpu, sm, sm_count, cudnn_backend) "
+                        "and key with this machine's and graph.key()")
+        t["c"].fill_(float("nan"))
+        _run_by_uid(got, t)
+        err = _error(t)
+        if not err <= tol:
+            raise Wrong(_blame(err, f"the graph returned for {what}, fed by UID"))
+    return (f"correct — loaded the matching entry, rebuilt for the {len(cases) - 1} others "
+            "(another GPU model, fewer SMs, another cuDNN, another graph, none)")

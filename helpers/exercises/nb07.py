@@ -1,0 +1,240 @@
+"""Notebook 07's exercises: dynamic shapes and the kernel cache.
+
+- ``07.build_projection``: build y = x @ w + b for x [B, S, K] as a dynamic-shape graph on a given kernel
+  cache; graded at three (B, S) that share one cache.
+- ``07.serve``: one built graph per shape for a stream of conv requests, every graph on one kernel cache, a
+  repeated shape served by the graph already built.
+- ``07.restore_cache``: load a serialized kernel cache into a new cache object.
+
+Each checker makes its own inputs and its own kernel cache, and needs a GPU (cuDNN builds need the driver).
+"""
+from __future__ import annotations
+
+from contextlib import contextmanager
+
+from . import NotDone, Wrong, checker
+
+PROJECTION_SHAPES = [(2, 16), (3, 40), (1, 24)]   # (B, S): batch and sequence length change together
+PROJECTION_K, PROJECTION_N = 64, 128
+SERVE_BATCHES = [2, 5, 2, 3, 5]                   # three distinct batch sizes, two of them repeated
+SERVE_C, SERVE_K, SERVE_HW = 16, 16, 8            # NHWC x [n, C, HW, HW], K filters of 3×3, padding 1
+RESTORE_BUILT, RESTORE_NEW = 2, 5                 # batch the saved cache was built for; batch built from the loaded one
+
+
+def graph_options(graph) -> dict | None:
+    """The options ``graph`` was constructed with (``cudnn.pygraph`` keeps them for lowering), or None where
+    this frontend keeps them elsewhere."""
+    options = getattr(graph, "_cpp_graph_kwargs", None)
+    return options if isinstance(options, dict) else None
+
+
+def options_problem(graph, cache) -> str | None:
+    """Why ``graph`` was not constructed with ``kernel_cache=cache`` and ``is_dynamic_shape_enabled=True``
+    (one line), or None. None too when the options cannot be read (see ``graph_options``)."""
+    options = graph_options(graph)
+    if options is None:
+        return None
+    used = options.get("kernel_cache")
+    if used is None:
+        return ("the graph was built without a kernel cache: pass the one you are given, "
+                "pygraph(..., kernel_cache=cache)")
+    if used is not cache:
+        return ("the graph was built with a kernel cache of its own: use the one passed in, so that every shape "
+                "shares it")
+    if not options.get("is_dynamic_shape_enabled"):
+        return "the graph was built without is_dynamic_shape_enabled=True: ask for dynamic-shape kernels"
+    return None
+
+
+def _serialized(cache) -> str | None:
+    try:
+        return cache.serialize()
+    except Exception:  # nothing finalized it yet
+        return None
+
+
+@contextmanager
+def counting_builds(cudnn):
+    """Inside: the list of ``cudnn.pygraph`` objects validated (every build path validates a graph once)."""
+    built: list = []
+    original = cudnn.pygraph.validate
+
+    def validate(self, *args, **kwargs):
+        if not any(g is self for g in built):
+            built.append(self)
+        return original(self, *args, **kwargs)
+
+    cudnn.pygraph.validate = validate
+    try:
+        yield built
+    finally:
+        cudnn.pygraph.validate = original
+
+
+def _graph_and_pack(result, name: str):
+    """``(graph, io)`` or ``(graph, {tensor or uid: buffer})`` as (graph, variant pack)."""
+    if result is None or result is Ellipsis:
+        raise NotDone(f"not done yet — {name} returns nothing; return (graph, io)")
+    if not isinstance(result, tuple) or len(result) != 2:
+        raise Wrong(f"{name} should return (graph, io), got {type(result).__name__}")
+    graph, io = result
+    if not hasattr(graph, "execute"):
+        raise Wrong(f"{name} should return (graph, io); its first item is a {type(graph).__name__}")
+    return graph, (io.pack() if hasattr(io, "pack") else io)
+
+
+@checker("07.build_projection")
+def check_build_projection(build_projection):
+    import torch
+
+    from ..checking import check, poison_, rel_error
+    from ..device import require_gpu, working_dtype
+    from ..graphs import get_handle, workspace_for
+    from ..recipes._common import cudnn_module
+
+    require_gpu()
+    cudnn = cudnn_module()
+    dtype = working_dtype()
+    k, n = PROJECTION_K, PROJECTION_N
+    gen = torch.Generator(device="cuda").manual_seed(7)
+    w = (torch.randn(1, k, n, device="cuda", generator=gen) / k**0.5).to(dtype)
+    b = (0.5 * torch.randn(1, 1, n, device="cuda", generator=gen)).to(dtype)
+    cache = cudnn.create_kernel_cache()
+    before = _serialized(cache)
+    passed, errors, readable = [], [], True
+    for batch, seq in PROJECTION_SHAPES:
+        where = f"B×S = {batch}×{seq}"
+        x = torch.randn(batch, seq, k, device="cuda", generator=gen).to(dtype)
+        y = poison_(torch.empty(batch, seq, n, device="cuda", dtype=dtype))
+        graph, pack = _graph_and_pack(build_projection(x, w, b, y, cache), "build_projection")
+        problem = options_problem(graph, cache)
+        if problem:
+            raise Wrong(problem)
+        readable = readable and graph_options(graph) is not None
+        graph.execute(pack, workspace_for(graph), handle=get_handle())
+        torch.cuda.synchronize()
+        ref = x.double() @ w.double() + b.double()
+        result = check(f"projection, {where}", y, ref, raise_on_fail=False, quiet=True)
+        if not result.ok:
+            if passed:
+                raise Wrong(f"correct at {passed[0]} but wrong at {where} (rel err {result.rel_err:.1e}): build the "
+                            "graph for each call's tensors, not for the first call's")
+            if result.unwritten == y.numel():
+                raise Wrong(f"y was never written at {where}: make it the graph's output (io.output('y', ..., y))")
+            if rel_error(y, x.double() @ w.double()) <= result.tol:
+                raise Wrong(f"the output ignores the bias (rel err {result.rel_err:.1e} at {where}; x @ w alone "
+                            "matches it)")
+            raise Wrong(f"wrong output at {where}: {result}")
+        passed.append(where)
+        errors.append(result.rel_err)
+    if not readable and _serialized(cache) == before:  # this frontend hides the options: the cache must have changed
+        raise Wrong("the kernel cache you were given is still empty after three builds: build with "
+                    "pygraph(..., kernel_cache=cache, is_dynamic_shape_enabled=True)")
+    return f"correct at {', '.join(passed)} (largest rel err {max(errors):.1e}), all three built on your kernel cache"
+
+
+@checker("07.serve")
+def check_serve(serve):
+    import torch
+
+    from ..checking import check
+    from ..device import require_gpu, working_dtype
+    from ..recipes import conv_bias_relu
+    from ..recipes._common import cudnn_module
+
+    require_gpu()
+    cudnn = cudnn_module()
+    dtype = working_dtype()
+    fixed = conv_bias_relu.make_tensors(1, SERVE_C, SERVE_HW, SERVE_K, dtype=dtype, seed=11)
+    w, b = fixed["w"], fixed["b"]
+    cache, graphs, seen, kept = cudnn.create_kernel_cache(), {}, [], {}
+    with counting_builds(cudnn) as built:
+        for i, batch in enumerate(SERVE_BATCHES, 1):
+            what = f"request {i} (batch {batch}{', a shape seen before' if batch in seen else ''})"
+            x = conv_bias_relu.make_tensors(batch, SERVE_C, SERVE_HW, SERVE_K, dtype=dtype, seed=100 + i)["x"]
+            y = serve(x, w, b, graphs, cache)
+            if y is None or y is Ellipsis:
+                raise NotDone("not done yet — serve returns nothing; return y")
+            want = (batch, SERVE_K, SERVE_HW, SERVE_HW)
+            if not isinstance(y, torch.Tensor) or tuple(y.shape) != want:
+                got = tuple(y.shape) if isinstance(y, torch.Tensor) else type(y).__name__
+                raise Wrong(f"{what}: serve returned {got}, want a tensor of shape {want}")
+            torch.cuda.synchronize()
+            result = check(what, y, conv_bias_relu.reference(dict(x=x, w=w, b=b)), raise_on_fail=False, quiet=True)
+            if not result.ok:
+                raise Wrong(f"{what}: wrong output (rel err {result.rel_err:.1e}"
+                            + (f", {result.unwritten} elements never written" if result.unwritten else "") + ")")
+            if batch not in seen:
+                seen.append(batch)
+            holds = (f"graphs holds {len(graphs)} entr{'y' if len(graphs) == 1 else 'ies'} after "
+                     f"{len(seen)} distinct batch size{'' if len(seen) == 1 else 's'}")
+            if len(graphs) < len(seen):
+                raise Wrong(f"{holds}: keep one built graph per shape in it, keyed by what decides whether a graph "
+                            "can run x")
+            if len(graphs) > len(seen):
+                raise Wrong(f"{holds}: a repeated shape must find its graph again, so the key should depend on the "
+                            "shape only")
+            for key, value in kept.items():
+                if graphs.get(key) is not value:
+                    raise Wrong(f"{what} replaced the graph kept under {key!r}: reuse the graph a shape already has")
+            kept = dict(graphs)
+            if len(built) != len(seen):
+                raise Wrong(f"{what}: {len(built)} graphs built so far for {len(seen)} distinct shapes; build only "
+                            "when graphs has none for this shape")
+    for graph in built:
+        problem = options_problem(graph, cache)
+        if problem:
+            raise Wrong(problem)
+    return (f"correct for batches {SERVE_BATCHES}: {len(built)} graphs built for {len(seen)} shapes, "
+            "all on your kernel cache")
+
+
+@checker("07.restore_cache")
+def check_restore_cache(restore_cache):
+    import torch
+
+    from ..checking import check
+    from ..device import require_gpu, working_dtype
+    from ..features import gate
+    from ..graphs import build, get_handle, workspace_for
+    from ..recipes import conv_bias_relu
+    from ..recipes._common import cudnn_module
+
+    require_gpu()
+    gate("kernel_cache_serialize").require()
+    cudnn = cudnn_module()
+    dtype = working_dtype()
+
+    def conv_on(cache, batch, seed):
+        t = conv_bias_relu.make_tensors(batch, SERVE_C, SERVE_HW, SERVE_K, dtype=dtype, seed=seed)
+        graph, io = conv_bias_relu.graph(t, kernel_cache=cache, is_dynamic_shape_enabled=True)
+        build(graph)
+        return graph, io, t
+
+    saved = cudnn.create_kernel_cache()
+    conv_on(saved, RESTORE_BUILT, 21)
+    text = saved.serialize()
+    loaded = restore_cache(text)
+    if loaded is None or loaded is Ellipsis:
+        raise NotDone("not done yet — restore_cache returns nothing; return the new cache")
+    if isinstance(loaded, str):
+        raise Wrong("restore_cache returned a string; return a kernel cache loaded from it")
+    if type(loaded) is not type(saved):
+        raise Wrong(f"restore_cache returned a {type(loaded).__name__}, not a kernel cache "
+                    "(cudnn.create_kernel_cache())")
+    try:  # a cache that holds the text refuses a second load; an empty one takes it
+        loaded.deserialize(text)
+    except Exception:
+        pass
+    else:
+        raise Wrong("the cache you returned was empty (it accepted the text when the checker loaded it): "
+                    "deserialize the text into it")
+    graph, io, t = conv_on(loaded, RESTORE_NEW, 22)
+    graph.execute(io.pack(), workspace_for(graph), handle=get_handle())
+    torch.cuda.synchronize()
+    result = check(f"conv batch {RESTORE_NEW} on the restored cache", t["y"], conv_bias_relu.reference(t),
+                   raise_on_fail=False, quiet=True)
+    if not result.ok:
+        raise Wrong(f"a graph built on the restored cache computed a wrong result: {result}")
+    return (f"restored: the cache refuses a second load and built batch {RESTORE_NEW} correctly "
+            f"(rel err {result.rel_err:.1e})")

@@ -1,0 +1,388 @@
+"""Notebook 08's exercises: CUDA graphs around cuDNN plans.
+
+``08.capture_two``   record two different cuDNN graphs (an up-projection with GELU, then a down-projection
+                     with SiLU) into ONE ``torch.cuda.CUDAGraph``, driving a raw handle the learner binds.
+``08.serve``         run requests through a captured graph: new input into the static buffer, replay, a copy
+                     of the output per request.
+``08.swap_weights``  cuDNN's native CUDA-graph API: repoint a populated graph at new weights with
+                     ``update_cuda_graph`` and make the executable graph follow.
+
+Each checker builds its own tiny graphs and buffers, poisons what the GPU must write, and compares with
+PyTorch in fp32. The verdicts are pure functions (``capture_verdict``, ``serve_verdict``,
+``swap_verdict``) so their logic is tested without a GPU; torch and cudnn are imported inside functions.
+"""
+from __future__ import annotations
+
+import warnings
+from types import SimpleNamespace
+
+from ..checking import check, poison_, rel_error, tolerance
+from . import NotDone, Wrong, checker
+
+TOKENS, HIDDEN, WIDE = 16, 64, 128      # the two-graph MLP: x [1,16,64] -> h [1,16,128] -> y [1,16,64]
+SWAP_TOKENS, SWAP_HIDDEN = 16, 256      # the native-API layer: the shape notebook 08 runs it at
+REQUESTS = 4
+
+
+# ---------------------------------------------------------------- shared set-up (GPU)
+def _libs():
+    """torch and the loaded cudnn module; one clear line (NoGPUError) without a GPU."""
+    import torch
+
+    from ..device import require_gpu
+    from ..recipes._common import cudnn_module
+
+    require_gpu()
+    return torch, cudnn_module()
+
+
+_RAW_HANDLES: dict = {}
+
+
+def _raw_handle():
+    """A cuDNN handle of the exercises' own, put back on the null stream before each use: the learner must
+    bind it. (One per device and process: cudnn handles are not freed by garbage collection.)"""
+    torch, cudnn = _libs()
+    index = torch.cuda.current_device()
+    if index not in _RAW_HANDLES:
+        _RAW_HANDLES[index] = cudnn.create_handle()
+    handle = _RAW_HANDLES[index]
+    cudnn.set_stream(handle, 0)
+    return handle
+
+
+def _randn(torch, gen, *shape, scale=1.0, dtype=None):
+    return (scale * torch.randn(*shape, device="cuda", generator=gen)).to(dtype)
+
+
+def make_mlp(seed: int = 0) -> SimpleNamespace:
+    """Two built cuDNN graphs on one raw handle (bound to no stream yet), their variant packs, a workspace
+    both can use, and the static buffers x -> h -> y the packs point at."""
+    torch, _ = _libs()
+    from ..device import working_dtype
+    from ..graphs import build
+    from ..recipes import matmul_bias_act
+
+    dtype = working_dtype()
+    gen = torch.Generator(device="cuda").manual_seed(seed)
+    x = _randn(torch, gen, 1, TOKENS, HIDDEN, dtype=dtype)
+    h = torch.empty(1, TOKENS, WIDE, device="cuda", dtype=dtype)
+    y = torch.empty(1, TOKENS, HIDDEN, device="cuda", dtype=dtype)
+    w1 = _randn(torch, gen, 1, HIDDEN, WIDE, scale=HIDDEN ** -0.5, dtype=dtype)
+    b1 = _randn(torch, gen, 1, 1, WIDE, scale=0.1, dtype=dtype)
+    w2 = _randn(torch, gen, 1, WIDE, HIDDEN, scale=WIDE ** -0.5, dtype=dtype)
+    b2 = _randn(torch, gen, 1, 1, HIDDEN, scale=0.1, dtype=dtype)
+    handle = _raw_handle()
+    up, up_io = matmul_bias_act.graph(dict(x=x, w=w1, b=b1, y=h), act="gelu", handle=handle)
+    down, down_io = matmul_bias_act.graph(dict(x=h, w=w2, b=b2, y=y), act="silu", handle=handle)
+    build(up)
+    build(down)
+    size = max(int(up.get_workspace_size()), int(down.get_workspace_size()), 1)
+    return SimpleNamespace(up=up, down=down, up_pack=up_io.pack(), down_pack=down_io.pack(),
+                           workspace=torch.empty(size, dtype=torch.uint8, device="cuda"), handle=handle,
+                           x=x, h=h, y=y, params=(w1, b1, w2, b2), dtype=dtype, gen=gen)
+
+
+def mlp_reference(mlp, x):
+    """(h, y) in fp32 for input ``x``; h is rounded to the working dtype before the second matmul, as the
+    cuDNN pair stores it."""
+    import torch.nn.functional as F
+
+    w1, b1, w2, b2 = (t.float() for t in mlp.params)
+    h = F.gelu(x.float() @ w1 + b1)
+    y = F.silu(h.to(mlp.dtype).float() @ w2 + b2)
+    return h, y
+
+
+def _record_mlp(mlp):
+    """The checker's own capture of up then down (08.serve grades what happens after a capture)."""
+    torch, cudnn = _libs()
+
+    def both():
+        mlp.up.execute(mlp.up_pack, mlp.workspace, handle=mlp.handle)
+        mlp.down.execute(mlp.down_pack, mlp.workspace, handle=mlp.handle)
+
+    warm = torch.cuda.Stream()
+    warm.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(warm):
+        cudnn.set_stream(mlp.handle, warm.cuda_stream)
+        both()
+    torch.cuda.current_stream().wait_stream(warm)
+    recorded = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(recorded):
+        cudnn.set_stream(mlp.handle, torch.cuda.current_stream().cuda_stream)
+        both()
+    return recorded
+
+
+def _all_nan(t) -> bool:
+    import torch
+
+    return bool(torch.isnan(t.float()).all())
+
+
+def _close(out, ref, tol) -> bool:
+    """Within ``tol`` by norm: which result a wrong output matches."""
+    try:
+        return rel_error(out, ref) <= tol
+    except ValueError:  # shapes differ
+        return False
+
+
+def _passes(out, ref, tol) -> bool:
+    """Correct: within ``tol`` by norm, every element within ``H.check``'s element-wise bound, nothing NaN."""
+    try:
+        return check("", out, ref, tol=tol, quiet=True, raise_on_fail=False).ok
+    except ValueError:  # shapes differ
+        return False
+
+
+# ---------------------------------------------------------------- 08.capture_two
+def capture_verdict(*, empty: bool, h, h_ref, y, y_ref, tol: float) -> str:
+    """What one replay on fresh input says about a capture (h and y were poisoned before the replay)."""
+    if empty or (_all_nan(h) and _all_nan(y)):
+        said = " (torch warned 'The CUDA Graph is empty')" if empty else ""
+        raise Wrong(f"the replay wrote neither h nor y{said}: bind mlp.handle to the capture stream inside the "
+                    "capture — cudnn.set_stream(mlp.handle, torch.cuda.current_stream().cuda_stream)")
+    if not _passes(h, h_ref, tol):
+        raise Wrong(f"h is wrong after the replay (rel err {rel_error(h, h_ref):.1e}, tol {tol:.2g}): mlp.up must "
+                    "read mlp.x")
+    if _all_nan(y):
+        raise Wrong("the replay ran mlp.up but y is still NaN: record mlp.down too, after mlp.up, in the same "
+                    "capture (it reads the h that mlp.up writes)")
+    y_err = rel_error(y, y_ref)
+    if not _passes(y, y_ref, tol):
+        raise Wrong(f"y is wrong after the replay (rel err {y_err:.1e}, tol {tol:.2g})")
+    return f"correct — one CUDA graph replays both cuDNN graphs, rel err {y_err:.1e}"
+
+
+@checker("08.capture_two")
+def check_capture_two(capture_two):
+    torch, _ = _libs()
+    mlp = make_mlp(seed=1)
+    x, h, y = mlp.x, mlp.h, mlp.y               # kept: the answer may rebind the names on mlp
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        recorded = capture_two(mlp)
+    torch.cuda.synchronize()
+    if recorded is None or recorded is Ellipsis:
+        raise NotDone("not done yet — capture_two returned nothing; return the torch.cuda.CUDAGraph")
+    if not isinstance(recorded, torch.cuda.CUDAGraph):
+        raise Wrong(f"capture_two returned a {type(recorded).__name__}, not the torch.cuda.CUDAGraph it recorded")
+    empty = any("CUDA Graph is empty" in str(w.message) for w in caught)
+    x_new = _randn(torch, mlp.gen, *x.shape, dtype=mlp.dtype)
+    x.copy_(x_new)
+    poison_(h)
+    poison_(y)
+    try:
+        recorded.replay()
+        torch.cuda.synchronize()
+    except RuntimeError as exc:
+        raise Wrong(f"replaying the returned graph failed — was it captured? ({str(exc).splitlines()[0][:80]})")
+    h_ref, y_ref = mlp_reference(mlp, x_new)
+    return capture_verdict(empty=empty, h=h, h_ref=h_ref, y=y, y_ref=y_ref, tol=tolerance(mlp.dtype))
+
+
+# ---------------------------------------------------------------- 08.serve
+class CountingGraph:
+    """A captured graph that counts its replays: the checker's view of what ``serve`` did."""
+
+    def __init__(self, graph):
+        self._graph, self.replays = graph, 0
+
+    def replay(self):
+        self.replays += 1
+        self._graph.replay()
+
+    def __getattr__(self, name):
+        return getattr(self._graph, name)
+
+
+def _shares_memory(a, b) -> bool:
+    return a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr()
+
+
+def serve_verdict(outputs, refs, *, stale_ref, y_static, replays: int, tol: float) -> str:
+    """Grade ``serve``'s outputs: one own tensor per request, each equal to its request's reference.
+    ``stale_ref`` is the result for the input that sat in the static buffer before ``serve`` ran."""
+    import torch
+
+    n = len(refs)
+    if outputs is None or outputs is Ellipsis:
+        raise NotDone("not done yet — serve returned nothing; return one output per request")
+    outputs = list(outputs)
+    if len(outputs) != n:
+        raise Wrong(f"serve returned {len(outputs)} outputs for {n} requests")
+    for i, out in enumerate(outputs):
+        if not isinstance(out, torch.Tensor):
+            raise Wrong(f"output {i} is a {type(out).__name__}, not a tensor")
+        if tuple(out.shape) != tuple(refs[i].shape):
+            raise Wrong(f"output {i} has shape {tuple(out.shape)}, want {tuple(refs[i].shape)} (the shape of mlp.y)")
+    if any(_shares_memory(out, y_static) for out in outputs):
+        raise Wrong("an output is mlp.y itself: the next replay overwrites that buffer — keep a copy of each "
+                    "result (clone())")
+    if replays < n:
+        raise Wrong(f"the captured graph was replayed {replays} time(s) for {n} requests: replay it once per request")
+    errors = [rel_error(out, ref) for out, ref in zip(outputs, refs)]
+    if all(_passes(out, ref, tol) for out, ref in zip(outputs, refs)):
+        return f"correct — {n} requests, each output its own copy, worst rel err {max(errors):.1e}"
+    if all(_close(out, stale_ref, tol) for out in outputs):
+        raise Wrong("every output is the result for the input that was in mlp.x before serve ran: copy each "
+                    "request INTO the static buffer (mlp.x.copy_(request)) — the graph reads that memory, not a name")
+    if n > 1 and all(_close(outputs[i], refs[i - 1], tol) for i in range(1, n)):
+        raise Wrong("output i holds the result of request i-1: read mlp.y after the replay, not before")
+    bad = next(i for i in range(n) if not _passes(outputs[i], refs[i], tol))
+    if _all_nan(outputs[bad]):
+        raise Wrong(f"output {bad} is NaN (the poison in mlp.y): it was read before any replay wrote it")
+    raise Wrong(f"output {bad} is wrong (rel err {errors[bad]:.1e}, tol {tol:.2g})")
+
+
+@checker("08.serve")
+def check_serve(serve):
+    torch, _ = _libs()
+    mlp = make_mlp(seed=2)
+    x_static, y_static = mlp.x, mlp.y          # kept: serve may rebind the names on mlp
+    recorded = CountingGraph(_record_mlp(mlp))
+    x_before = _randn(torch, mlp.gen, *x_static.shape, dtype=mlp.dtype)
+    x_static.copy_(x_before)
+    poison_(y_static)
+    torch.cuda.synchronize()
+    requests = [_randn(torch, mlp.gen, *x_static.shape, dtype=mlp.dtype) for _ in range(REQUESTS)]
+    refs = [mlp_reference(mlp, r)[1] for r in requests]
+    outputs = serve(mlp, recorded, [r.clone() for r in requests])
+    torch.cuda.synchronize()
+    return serve_verdict(outputs, refs, stale_ref=mlp_reference(mlp, x_before)[1], y_static=y_static,
+                         replays=recorded.replays, tol=tolerance(mlp.dtype))
+
+
+# ---------------------------------------------------------------- 08.swap_weights
+def swap_verdict(*, old_weights_intact: bool, launched, ref_new, ref_old, fresh, reread, ref_reread,
+                 tol: float) -> str:
+    """Grade a weight swap from three launches: the returned executable graph (``launched``), a new one
+    instantiated from ``layer.cuda_graph`` (``fresh``), and the returned one again after new values were
+    written into ``w_new`` in place (``reread``)."""
+    if not old_weights_intact:
+        raise Wrong("the old weight buffer was overwritten: point the graph at w_new instead of copying into "
+                    "the captured buffer")
+    if _all_nan(launched):
+        raise Wrong("launching the returned graph left layer.y unwritten (NaN): return the executable graph of "
+                    "layer.cuda_graph")
+    if _close(launched, ref_old, tol) and not _close(launched, ref_new, tol):
+        if _close(fresh, ref_new, tol):
+            raise Wrong("layer.cuda_graph now reads w_new, but the executable graph you returned still reads the "
+                        "old weights: push the update into it with cudaGraphExecUpdate (or instantiate it again)")
+        raise Wrong("the launch still reads the old weights: call layer.graph.update_cuda_graph with a pack "
+                    "whose 'w' entry is w_new.data_ptr()")
+    err = rel_error(launched, ref_new)
+    if not _passes(launched, ref_new, tol):
+        raise Wrong(f"the output is wrong (rel err {err:.1e}, tol {tol:.2g})")
+    if not _passes(fresh, ref_new, tol):
+        raise Wrong("the launch uses w_new, but layer.cuda_graph itself was not updated: repoint it with "
+                    "update_cuda_graph instead of populating a new CUDA graph")
+    if not _passes(reread, ref_reread, tol):
+        raise Wrong("the graph does not read w_new's memory: after new values were written into w_new the launch "
+                    "gave a stale result — put w_new.data_ptr() itself in the pack, not a copy's")
+    return f"correct — the launch reads w_new (checked again after rewriting it in place), rel err {err:.1e}"
+
+
+def _cudart():
+    try:
+        from cuda.bindings import runtime as cudart
+    except ImportError as exc:
+        from ..errors import FeatureUnavailable
+
+        raise FeatureUnavailable(f"08.swap_weights needs cuda-python (pip install cuda-python): {exc}") from None
+    return cudart
+
+
+def _cuda_ok(result):
+    """cuda.bindings returns (error, *values): the value(s); a CourseError naming the error otherwise."""
+    from ..errors import CourseError
+
+    err, *values = result
+    if err != _cudart().cudaError_t.cudaSuccess:
+        raise CourseError(f"CUDA runtime call failed in the checker: {err}")
+    return values[0] if len(values) == 1 else tuple(values)
+
+
+def make_native_layer(seed: int = 3) -> SimpleNamespace:
+    """GELU(x @ w + b) with a plan that supports the native CUDA-graph API, populated into an empty CUDA
+    graph and instantiated."""
+    torch, cudnn = _libs()
+    from ..device import working_dtype
+    from ..features import gate
+    from ..graphs import get_handle, workspace_for
+    from ..recipes import matmul_bias_act
+
+    gate("native_cuda_graph").require()
+    cudart = _cudart()
+    dtype = working_dtype()
+    gen = torch.Generator(device="cuda").manual_seed(seed)
+    t = dict(x=_randn(torch, gen, 1, SWAP_TOKENS, SWAP_HIDDEN, dtype=dtype),
+             w=_randn(torch, gen, 1, SWAP_HIDDEN, SWAP_HIDDEN, scale=SWAP_HIDDEN ** -0.5, dtype=dtype),
+             b=_randn(torch, gen, 1, 1, SWAP_HIDDEN, scale=0.1, dtype=dtype),
+             y=torch.empty(1, SWAP_TOKENS, SWAP_HIDDEN, device="cuda", dtype=dtype))
+    handle = get_handle()
+    graph, io = matmul_bias_act.graph(t, act="gelu", handle=handle)
+    graph.validate()
+    graph.build_operation_graph()
+    graph.create_execution_plans([cudnn.heur_mode.A, cudnn.heur_mode.FALLBACK])
+    graph.select_behavior_notes([cudnn.behavior_note.SUPPORTS_CUDA_GRAPH_NATIVE_API])
+    graph.check_support()
+    graph.build_plans(cudnn.build_plan_policy.HEURISTICS_CHOICE)
+    workspace = workspace_for(graph)
+    cuda_graph = _cuda_ok(cudart.cudaGraphCreate(0))
+    graph.populate_cuda_graph(handle, {uid: buf.data_ptr() for uid, buf in io.pack().items()},
+                              workspace.data_ptr(), int(cuda_graph))
+    graph_exec = _cuda_ok(cudart.cudaGraphInstantiate(cuda_graph, 0))
+    return SimpleNamespace(graph=graph, io=io, cuda_graph=cuda_graph, graph_exec=graph_exec, workspace=workspace,
+                           handle=handle, x=t["x"], w=t["w"], b=t["b"], y=t["y"], dtype=dtype, gen=gen)
+
+
+def _layer_reference(x, w, b):
+    import torch.nn.functional as F
+
+    return F.gelu(x.float() @ w.float() + b.float())
+
+
+def _launch(cudart, torch, graph_exec, y):
+    """Poison y, launch an executable graph on torch's current stream, wait; a copy of y."""
+    poison_(y)
+    _cuda_ok(cudart.cudaGraphLaunch(graph_exec, torch.cuda.current_stream().cuda_stream))
+    torch.cuda.synchronize()
+    return y.clone()
+
+
+@checker("08.swap_weights")
+def check_swap_weights(swap_weights):
+    torch, _ = _libs()
+    layer = make_native_layer()
+    cudart = _cudart()
+    cuda_graph, x, w_old, b, y = layer.cuda_graph, layer.x, layer.w, layer.b, layer.y   # the answer may rebind them
+    w_old_copy = w_old.clone()
+    w_new = _randn(torch, layer.gen, *w_old.shape, scale=SWAP_HIDDEN ** -0.5, dtype=layer.dtype)
+    returned = swap_weights(layer, w_new)
+    torch.cuda.synchronize()
+    if returned is None or returned is Ellipsis:
+        raise NotDone("not done yet — swap_weights returned nothing; return the executable graph to launch")
+    executable = isinstance(returned, (int, cudart.cudaGraphExec_t)) or hasattr(returned, "getPtr")
+    if isinstance(returned, (bool, str, torch.Tensor)) or not executable:
+        raise Wrong(f"swap_weights returned a {type(returned).__name__}, not the executable graph "
+                    "(cudaGraphExec_t) to launch")
+    try:
+        launched = _launch(cudart, torch, returned, y)
+        probe = _cuda_ok(cudart.cudaGraphInstantiate(cuda_graph, 0))
+        try:
+            fresh = _launch(cudart, torch, probe, y)
+        finally:
+            _cuda_ok(cudart.cudaGraphExecDestroy(probe))
+        ref_new = _layer_reference(x, w_new, b)
+        w_newer = _randn(torch, layer.gen, *w_old.shape, scale=SWAP_HIDDEN ** -0.5, dtype=layer.dtype)
+        w_new.copy_(w_newer)
+        reread = _launch(cudart, torch, returned, y)
+        return swap_verdict(old_weights_intact=bool(torch.equal(w_old, w_old_copy)), launched=launched,
+                            ref_new=ref_new, ref_old=_layer_reference(x, w_old_copy, b), fresh=fresh,
+                            reread=reread, ref_reread=_layer_reference(x, w_newer, b), tol=tolerance(layer.dtype))
+    finally:
+        cudart.cudaGraphExecDestroy(returned)   # the answer's executable graph (the layer's, or a new one)
+        cudart.cudaGraphDestroy(cuda_graph)

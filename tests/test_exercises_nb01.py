@@ -1,0 +1,218 @@
+"""Notebook 01's exercises: the checkers reject the usual wrong answers, accept the reference solutions,
+and call an unfilled skeleton "not done".
+
+On CPU: what matmul_bias_relu returned, inspected without running it (graph construction works with meta
+tensors), and the notebook's own skeleton cells. On a GPU: real answers, right and wrong, through the checkers.
+"""
+import importlib.util
+import re
+from pathlib import Path
+
+import nbformat
+import pytest
+import torch
+
+import helpers as H
+import helpers.exercises as X
+from helpers.exercises import nb01
+from tests.conftest import requires_gpu
+
+ROOT = Path(__file__).resolve().parent.parent
+NOTEBOOK = ROOT / "notebooks" / "01_environment_setup.ipynb"
+KEYS = ("01.matmul_bias_relu", "01.run_on_stream")
+BF16 = torch.bfloat16
+
+
+# ------------------------------------------------------------------ CPU: the structural checks
+def _meta(*shape, dtype=BF16):
+    return torch.empty(*shape, device="meta", dtype=dtype)
+
+
+def _meta_graph(out_dtype=None, mark_output=True):
+    """matmul → add → relu on meta tensors (no GPU): constructed, never validated or built."""
+    import cudnn
+
+    g = cudnn.pygraph(io_data_type=BF16, compute_data_type=torch.float32)
+    x, w, b = (g.tensor_like(t) for t in (_meta(2, 96, 64), _meta(2, 64, 80), _meta(1, 1, 80)))
+    y = g.relu(g.add(g.matmul(x, w), b))
+    if mark_output:
+        y.set_output(True)
+    if out_dtype is not None:
+        y.set_data_type(out_dtype)
+    return g, {x: None, w: None, b: None, y: None}
+
+
+def test_a_graph_that_is_not_built_is_rejected():
+    graph, pack = _meta_graph(out_dtype=BF16)
+    with pytest.raises(X.Wrong, match=r"^the graph is not built: run all five steps, through build_plans"):
+        nb01.inspect_matmul_bias_relu((graph, pack), _meta(2, 96, 80))
+
+
+def test_an_output_stored_in_another_dtype_than_y_is_rejected_before_it_runs():
+    graph, pack = _meta_graph(out_dtype=torch.float32)
+    with pytest.raises(X.Wrong) as caught:
+        nb01.inspect_matmul_bias_relu((graph, pack), _meta(2, 96, 80))
+    assert str(caught.value) == ("Y is stored as FLOAT in the graph but y is torch.bfloat16: "
+                                 "set the output's data type to y's (BFLOAT16)")
+
+
+def test_a_graph_without_its_output_marked_is_rejected():
+    graph, pack = _meta_graph(mark_output=False)
+    with pytest.raises(X.Wrong, match=r"^the graph should have one output, Y .*; it has 0$"):
+        nb01.inspect_matmul_bias_relu((graph, pack), _meta(2, 96, 80))
+
+
+@pytest.mark.parametrize("result, message", [
+    ("graph", "return two things, (graph, variant_pack); got str"),
+    (("graph", {}), "the first item should be the cudnn.pygraph you built, got str"),
+])
+def test_something_other_than_graph_and_pack_is_rejected(result, message):
+    with pytest.raises(X.Wrong) as caught:
+        nb01.inspect_matmul_bias_relu(result, _meta(2, 96, 80))
+    assert str(caught.value) == message
+
+
+def test_a_pack_that_is_not_a_dict_is_rejected():
+    graph, pack = _meta_graph(out_dtype=BF16)
+    with pytest.raises(X.Wrong, match=r"^the variant pack is a dict \{graph tensor: buffer\}, got list"):
+        nb01.inspect_matmul_bias_relu((graph, list(pack)), _meta(2, 96, 80))
+
+
+@pytest.mark.parametrize("result", [None, ..., (None, {}), (..., ...)])
+def test_returning_nothing_is_not_done(result):
+    with pytest.raises(X.NotDone):
+        nb01.inspect_matmul_bias_relu(result, _meta(2, 96, 80))
+
+
+# ------------------------------------------------------------------ CPU: the notebook's cells
+def _exercise_cells():
+    nb = nbformat.read(NOTEBOOK, as_version=4)
+    cells = {}
+    for cell in nb.cells:
+        for key in KEYS:
+            if cell.cell_type == "code" and f'H.exercise("{key}"' in cell.source:
+                kind = "solution" if "solution" in cell.metadata.get("tags", []) else "skeleton"
+                cells[key, kind] = cell
+    return cells
+
+
+
+
+@pytest.mark.parametrize("key", KEYS)
+def test_the_notebooks_unfilled_skeleton_says_not_done(tmp_path, capsys, key):
+    """The skeleton cell, run as it stands (from a file, so its source can be read), prints one line."""
+    source = _exercise_cells()[key, "skeleton"].source
+    path = tmp_path / f"skeleton_{key.replace('.', '_')}.py"
+    path.write_text("import torch\nimport helpers as H\ncudnn = None\n" + source + "\n")
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    spec.loader.exec_module(importlib.util.module_from_spec(spec))
+    name = key.split(".", 1)[1]
+    assert capsys.readouterr().out == f"… {key}: not done yet — replace the ... in {name}\n"
+
+
+def test_the_reference_solutions_load_and_hold_no_ellipsis():
+    for key in KEYS:
+        answer = H.solution(key)
+        assert callable(answer) and X.unfinished(answer) is None, key
+
+
+# ------------------------------------------------------------------ GPU: real answers through the checkers
+def _built(x, w, b, y, *, bias=True, relu=True, out_dtype=None, build=True, inputs=None):
+    """A matmul(+bias)(+relu) graph over x, w, b (or over ``inputs``), optionally stopped before build_plans."""
+    cudnn = H.load_cudnn()
+    g = cudnn.pygraph(io_data_type=x.dtype, compute_data_type=torch.float32, handle=H.get_handle())
+    bound = inputs or (x, w, b)
+    tx, tw, tb = (g.tensor_like(t) for t in bound)
+    out = g.matmul(tx, tw)
+    if bias:
+        out = g.add(out, tb)
+    if relu:
+        out = g.relu(out)
+    out.set_output(True).set_data_type(cudnn.datatypes.torch_to_cudnn_data_type(out_dtype or x.dtype))
+    g.validate()
+    g.build_operation_graph()
+    g.create_execution_plans([cudnn.heur_mode.A, cudnn.heur_mode.FALLBACK])
+    g.check_support()
+    if build:
+        g.build_plans()
+    pack = {tx: bound[0], tw: bound[1], out: y}
+    if bias:
+        pack[tb] = bound[2]
+    return g, pack
+
+
+def bias_missing(x, w, b, y):
+    return _built(x, w, b, y, bias=False)
+
+
+def relu_missing(x, w, b, y):
+    return _built(x, w, b, y, relu=False)
+
+
+def not_built(x, w, b, y):
+    return _built(x, w, b, y, build=False)
+
+
+def output_in_fp32(x, w, b, y):
+    return _built(x, w, b, y, out_dtype=torch.float32, build=False)  # the dtype is checked before the build
+
+
+def bound_to_copies(x, w, b, y):
+    return _built(x, w, b, y, inputs=(x.clone(), w.clone(), b.clone()))
+
+
+def sized_from_other_tensors(x, w, b, y):
+    """As if built from the notebook's globals: other sizes than the arguments."""
+    others = (torch.randn(4, 256, 512, device="cuda", dtype=x.dtype),
+              torch.randn(4, 512, 128, device="cuda", dtype=x.dtype), torch.randn(1, 1, 128, device="cuda", dtype=x.dtype))
+    return _built(x, w, b, y, inputs=others)
+
+
+def ran_on_the_current_stream(graph, pack, workspace, stream):
+    graph.execute(pack, workspace, handle=H.get_handle())
+
+
+def ran_on_stream_then_waited(graph, pack, workspace, stream):
+    with torch.cuda.stream(stream):
+        graph.execute(pack, workspace, handle=H.get_handle())
+    stream.synchronize()
+
+
+def own_handle_never_bound(graph, pack, workspace, stream):
+    cudnn = H.load_cudnn()
+    graph.execute(pack, workspace, handle=cudnn.create_handle())  # a fresh handle runs on the default stream
+
+
+def never_ran(graph, pack, workspace, stream):
+    stream.wait_stream(torch.cuda.current_stream())
+
+
+WRONG = [
+    ("01.matmul_bias_relu", bias_missing, "the output ignores the bias b"),
+    ("01.matmul_bias_relu", relu_missing, "the output has no ReLU"),
+    ("01.matmul_bias_relu", not_built, "the graph is not built"),
+    ("01.matmul_bias_relu", output_in_fp32, "Y is stored as FLOAT in the graph but y is torch."),
+    ("01.matmul_bias_relu", bound_to_copies, "y matches the first inputs, not the new values"),
+    ("01.matmul_bias_relu", sized_from_other_tensors, "the graph's output is 4×256×128 but y is 2×96×80"),
+    ("01.run_on_stream", ran_on_the_current_stream, "the graph ran on the current stream, not on `stream`"),
+    ("01.run_on_stream", ran_on_stream_then_waited, "your function waited for the GPU"),
+    # a fresh handle launches on the legacy default stream, which waits for `stream`: either message is right
+    ("01.run_on_stream", own_handle_never_bound,
+     "the graph ran on the current stream, not on `stream`|your function waited for the GPU|your code raised"),
+    ("01.run_on_stream", never_ran, "y was never written"),
+]
+
+
+@requires_gpu
+@pytest.mark.parametrize("key", KEYS)
+def test_the_reference_solution_passes(key):
+    verdict = X.exercise(key, H.solution(key))
+    assert verdict, verdict
+
+
+@requires_gpu
+@pytest.mark.parametrize("key, answer, message", WRONG, ids=[w[1].__name__ for w in WRONG])
+def test_a_wrong_answer_fails_with_one_line_saying_why(key, answer, message):
+    verdict = X.exercise(key, answer)
+    assert verdict.status == "failed", verdict
+    assert re.match(message, verdict.message), verdict.message

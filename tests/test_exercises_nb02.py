@@ -1,0 +1,214 @@
+"""Notebook 02's exercises: the checkers reject the usual wrong answers, accept the reference solutions,
+and call an unfilled skeleton "not done".
+
+On CPU: the grading logic (which mistake a wrong output matches, unwritten outputs, the kernel count) and
+the notebook's own skeleton cells. On a GPU: real answers, right and wrong, run through the checkers.
+"""
+import importlib.util
+from pathlib import Path
+
+import nbformat
+import pytest
+import torch
+
+import helpers as H
+import helpers.exercises as X
+from helpers.checking import rel_error, tolerance
+from helpers.exercises import nb02
+from tests.conftest import requires_gpu
+
+ROOT = Path(__file__).resolve().parent.parent
+NOTEBOOK = ROOT / "notebooks" / "02_fused_conv_bias_relu.ipynb"
+NHWC = torch.channels_last
+EXERCISES = {"02.residual_block": nb02.residual_references, "02.folded_bn": nb02.folded_bn_references}
+
+
+# ------------------------------------------------------------------ CPU: grading logic
+@pytest.fixture(scope="module")
+def cpu_tensors():
+    return nb02.tensors(dtype=torch.bfloat16, device="cpu")
+
+
+@pytest.mark.parametrize("key", sorted(EXERCISES))
+def test_every_wrong_formula_is_far_from_the_right_one(cpu_tensors, key):
+    """A check that cannot fail is a defect: on the checker's inputs each mistake is off by far more than
+    the tolerance, so no wrong formula can pass."""
+    right, wrong = EXERCISES[key](cpu_tensors)
+    for mistake, formula in wrong.items():
+        assert rel_error(formula, right) > 10 * tolerance(torch.bfloat16), mistake
+
+
+@pytest.mark.parametrize("key", sorted(EXERCISES))
+def test_grade_names_the_mistake_a_wrong_output_matches(cpu_tensors, key):
+    right, wrong = EXERCISES[key](cpu_tensors)
+    assert nb02.grade(right.to(torch.bfloat16), right, wrong) < tolerance(torch.bfloat16)
+    for mistake, formula in wrong.items():
+        with pytest.raises(X.Wrong) as caught:
+            nb02.grade(formula.to(torch.bfloat16), right, wrong)
+        assert str(caught.value).startswith(mistake + " (rel err "), str(caught.value)
+
+
+def test_grade_rejects_unwritten_and_unknown_outputs(cpu_tensors):
+    right, wrong = nb02.residual_references(cpu_tensors)
+    out = right.to(torch.bfloat16)
+    with pytest.raises(X.Wrong, match="y is still all NaN: nothing was written"):
+        nb02.grade(torch.full_like(out, float("nan")), right, wrong)
+    partly = out.clone()
+    partly[0, 0, 0, :5] = float("nan")
+    with pytest.raises(X.Wrong, match=r"^5 of \d+ elements of y were never written"):
+        nb02.grade(partly, right, wrong)
+    with pytest.raises(X.Wrong, match=r"^the output is wrong: rel err 2 against the reference"):
+        nb02.grade(-out, right, wrong)
+    one_bad = out.clone()
+    one_bad[1, 2, 3, 4] += 3.0  # far outside the element-wise bound, too small to move the norm
+    with pytest.raises(X.Wrong, match=r"^the output is wrong in places: 1 of \d+ elements outside"):
+        nb02.grade(one_bad, right, wrong)
+
+
+def test_one_kernel_or_one_line_saying_how_many():
+    nb02.one_kernel(["sm90_xmma_fprop_implicit_gemm_bf16bf16"], "fix")
+    two = ["sm90_xmma_fprop_implicit_gemm_bf16bf16_bf16f32", "void at::native::vectorized_elementwise_kernel<8>(int)"]
+    with pytest.raises(X.Wrong) as caught:
+        nb02.one_kernel(two, "add the residual inside the graph")
+    assert str(caught.value) == (
+        "the output is correct but one call launched 2 kernels (sm90_xmma_fprop_implicit_gemm_bf16bf16_b, "
+        "at::native::vectorized_elementwise_kerne); the point is one — add the residual inside the graph")
+    with pytest.raises(X.Wrong, match="launched no GPU kernel"):
+        nb02.one_kernel([], "fix")
+
+
+def test_an_answer_that_returns_ellipsis_is_not_done(cpu_tensors):
+    def residual_block(*tensors):
+        return Ellipsis
+
+    with pytest.raises(X.NotDone, match=r"residual_block returned \.\.\."):
+        nb02._run(residual_block, ("x", "w", "b", "r", "y"), cpu_tensors)
+
+
+def test_checker_inputs_are_reproducible_nhwc_and_poisoned():
+    a = nb02.tensors(dtype=torch.bfloat16, device="cpu")
+    b = nb02.tensors(dtype=torch.bfloat16, device="cpu")
+    assert all(torch.equal(a[k], b[k]) for k in ("x", "w", "b", "r", "scale", "shift"))
+    assert all(a[k].is_contiguous(memory_format=NHWC) for k in a)
+    assert torch.isnan(a["y"]).all() and a["r"].shape == a["y"].shape
+    assert (a["scale"] >= 0.25).all() and (a["scale"] <= 2.0).all()
+
+
+# ------------------------------------------------------------------ CPU: the notebook's cells
+def _exercise_cells():
+    nb = nbformat.read(NOTEBOOK, as_version=4)
+    cells = {}
+    for cell in nb.cells:
+        for key in EXERCISES:
+            if cell.cell_type == "code" and f'H.exercise("{key}"' in cell.source:
+                kind = "solution" if "solution" in cell.metadata.get("tags", []) else "skeleton"
+                cells[key, kind] = cell
+    return cells
+
+
+
+
+@pytest.mark.parametrize("key", sorted(EXERCISES))
+def test_the_notebooks_unfilled_skeleton_says_not_done(tmp_path, capsys, key):
+    """The skeleton cell, run as it stands (from a file, so its source can be read), prints one line."""
+    source = _exercise_cells()[key, "skeleton"].source
+    path = tmp_path / f"skeleton_{key.replace('.', '_')}.py"
+    path.write_text("import torch\nimport helpers as H\ncudnn = None\n" + source + "\n")
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    spec.loader.exec_module(importlib.util.module_from_spec(spec))
+    name = key.split(".", 1)[1]
+    assert capsys.readouterr().out == f"… {key}: not done yet — replace the ... in {name}\n"
+
+
+def test_the_reference_solutions_load_and_hold_no_ellipsis():
+    for key in EXERCISES:
+        answer = H.solution(key)
+        assert callable(answer) and X.unfinished(answer) is None, key
+
+
+# ------------------------------------------------------------------ GPU: real answers through the checkers
+def _graph(x):
+    from helpers.recipes._common import new_graph
+
+    g = new_graph(x.dtype)
+    return g, H.GraphIO(g, dtype=x.dtype)
+
+
+def _conv(g, io, x, w):
+    return g.conv_fprop(io.input("x", x, layout=NHWC), io.input("w", w, layout=NHWC),
+                        padding=[1, 1], stride=[1, 1], dilation=[1, 1], name="conv")
+
+
+def _run_graph(g, io):
+    H.build(g)
+    g.execute(io.pack(), H.workspace_for(g), handle=H.get_handle())
+
+
+def residual_after_relu(x, w, b, r, y):
+    from helpers.recipes import conv_bias_relu
+
+    g, io = conv_bias_relu.graph(dict(x=x, w=w, b=b, y=y))
+    _run_graph(g, io)
+    y.add_(r)
+
+
+def residual_missing(x, w, b, r, y):
+    from helpers.recipes import conv_bias_relu
+
+    g, io = conv_bias_relu.graph(dict(x=x, w=w, b=b, y=y))
+    _run_graph(g, io)
+
+
+def relu_in_torch(x, w, b, r, y):
+    """Right numbers, but the ReLU is a second kernel."""
+    g, io = _graph(x)
+    summed = g.add(g.bias(_conv(g, io, x, w), io.input("b", b, layout=NHWC)), io.input("r", r, layout=NHWC))
+    io.output("y", summed, y)
+    _run_graph(g, io)
+    y.relu_()
+
+
+def shift_then_scale(x, w, scale, shift, y):
+    g, io = _graph(x)
+    shifted = g.bias(_conv(g, io, x, w), io.input("shift", shift, layout=NHWC))
+    io.output("y", g.relu(g.scale(shifted, io.input("scale", scale, layout=NHWC))), y)
+    _run_graph(g, io)
+
+
+def scale_folded_into_weights_by_torch(x, w, scale, shift, y):
+    """Right numbers (up to rounding), but scaling w is a torch kernel before the graph's."""
+    from helpers.recipes import conv_bias_relu
+
+    w_scaled = (w * scale.reshape(-1, 1, 1, 1)).contiguous(memory_format=NHWC)
+    g, io = conv_bias_relu.graph(dict(x=x, w=w_scaled, b=shift, y=y))
+    _run_graph(g, io)
+
+
+def writes_a_new_tensor(x, w, b, r, y):
+    y = torch.empty_like(y)
+    residual_block = H.solution("02.residual_block")
+    residual_block(x, w, b, r, y)
+
+
+WRONG = [
+    ("02.residual_block", residual_after_relu, "the residual is added after the ReLU"),
+    ("02.residual_block", residual_missing, "the output ignores the residual r"),
+    ("02.residual_block", relu_in_torch, "the output is correct but one call launched 2 kernels"),
+    ("02.residual_block", writes_a_new_tensor, "y is still all NaN"),
+    ("02.folded_bn", shift_then_scale, "scale and shift are applied in the wrong order"),
+    ("02.folded_bn", scale_folded_into_weights_by_torch, "the output is correct but one call launched"),
+]
+
+
+@requires_gpu
+@pytest.mark.parametrize("key, answer, message", WRONG, ids=[w[1].__name__ for w in WRONG])
+def test_the_checker_rejects_a_typical_wrong_answer(key, answer, message):
+    verdict = X.exercise(key, answer, quiet=True)
+    assert verdict.status == "failed" and verdict.message.startswith(message), verdict.message
+
+
+@requires_gpu
+@pytest.mark.parametrize("key", sorted(EXERCISES))
+def test_the_checker_accepts_the_reference_solution(key):
+    verdict = X.exercise(key, H.solution(key), quiet=True)
+    assert verdict.status == "passed" and verdict.message.startswith("correct — one kernel, rel err"), verdict.message

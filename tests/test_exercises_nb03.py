@@ -1,0 +1,195 @@
+"""Notebook 03's exercises: the checkers reject the usual wrong answers, accept the reference solutions,
+and call an unfilled skeleton "not done".
+
+On CPU: the returned index is validated (type, range) before anything runs, and the notebook's own skeleton
+cells. On a GPU: real answers, right and wrong, through the checkers (they time plans, so they need one).
+"""
+import importlib.util
+import re
+from pathlib import Path
+
+import nbformat
+import numpy as np
+import pytest
+
+import helpers as H
+import helpers.exercises as X
+from helpers.exercises import nb03
+from tests.conftest import requires_gpu
+
+ROOT = Path(__file__).resolve().parent.parent
+NOTEBOOK = ROOT / "notebooks" / "03_autotuning.ipynb"
+KEYS = ("03.fastest_plan", "03.replay_choice")
+
+
+# ------------------------------------------------------------------ CPU: the returned index
+@pytest.mark.parametrize("value, message", [
+    ("eng41_k2=0_k13=1", "return the plan's index (an int), not its name 'eng41_k2=0_k13=1'"),
+    (2.0, "return the plan's index as an int, got float 2.0"),
+    (True, "return the plan's index as an int, got bool True"),
+    (35, "plan 35 does not exist: the graph has 35 plans (0 to 34)"),
+    (-1, "plan -1 does not exist: the graph has 35 plans (0 to 34)"),
+])
+def test_an_index_that_is_not_a_plan_is_rejected(value, message):
+    with pytest.raises(X.Wrong) as caught:
+        nb03.plan_index(value, 35)
+    assert str(caught.value) == message
+
+
+def test_a_graph_left_without_plans_is_rejected():
+    with pytest.raises(X.Wrong, match=r"^the graph has no plans: plan it first"):
+        nb03.plan_index(0, 0)
+
+
+@pytest.mark.parametrize("value", [None, ...])
+def test_returning_nothing_is_not_done(value):
+    with pytest.raises(X.NotDone):
+        nb03.plan_index(value, 35)
+
+
+def test_a_numpy_integer_is_an_index():
+    assert nb03.plan_index(np.int64(3), 35) == 3
+
+
+# ------------------------------------------------------------------ CPU: the notebook's cells
+def _exercise_cells():
+    nb = nbformat.read(NOTEBOOK, as_version=4)
+    cells = {}
+    for cell in nb.cells:
+        for key in KEYS:
+            if cell.cell_type == "code" and f'H.exercise("{key}"' in cell.source:
+                kind = "solution" if "solution" in cell.metadata.get("tags", []) else "skeleton"
+                cells[key, kind] = cell
+    return cells
+
+
+
+
+@pytest.mark.parametrize("key", KEYS)
+def test_the_notebooks_unfilled_skeleton_says_not_done(tmp_path, capsys, key):
+    """The skeleton cell, run as it stands (from a file, so its source can be read), prints one line."""
+    source = _exercise_cells()[key, "skeleton"].source
+    path = tmp_path / f"skeleton_{key.replace('.', '_')}.py"
+    path.write_text("import torch\nimport helpers as H\ncudnn = None\n" + source + "\n")
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    spec.loader.exec_module(importlib.util.module_from_spec(spec))
+    name = key.split(".", 1)[1]
+    assert capsys.readouterr().out == f"… {key}: not done yet — replace the ... in {name}\n"
+
+
+def test_the_reference_solutions_load_and_hold_no_ellipsis():
+    for key in KEYS:
+        answer = H.solution(key)
+        assert callable(answer) and X.unfinished(answer) is None, key
+
+
+# ------------------------------------------------------------------ GPU: real answers through the checkers
+def _medians(graph, pack):
+    """{index: median ms} for every plan that builds (as the reference solution times them)."""
+    handle, medians = H.get_handle(), {}
+    for i in range(graph.get_execution_plan_count()):
+        try:
+            graph.build_plan_at_index(i)
+        except Exception:
+            continue
+        ws = H.workspace_for(graph, plan=i)
+        medians[i] = H.benchmark(lambda i=i, ws=ws: graph.execute_plan_at_index(pack, ws, index=i, handle=handle),
+                                 warmup=2, iters=5, max_ms=5.0).median_ms
+    return medians
+
+
+def slowest_plan(graph, pack):
+    medians = _medians(graph, pack)
+    return max(medians, key=medians.get)
+
+
+def plan_name_instead_of_index(graph, pack):
+    medians = _medians(graph, pack)
+    return graph.get_plan_name_at_index(min(medians, key=medians.get))
+
+
+def one_past_the_last(graph, pack):
+    return graph.get_execution_plan_count()
+
+
+def heuristics_first_choice(graph, pack):
+    graph.build_plans()  # HEURISTICS_CHOICE: the first plan that builds, untimed
+    return next(i for i in range(graph.get_execution_plan_count()) if _builds(graph, i))
+
+
+def _builds(graph, i):
+    try:
+        graph.build_plan_at_index(i)
+        return True
+    except Exception:
+        return False
+
+
+def _plan_with_saved_modes(graph, choice):
+    cudnn = H.load_cudnn()
+    graph.validate()
+    graph.build_operation_graph()
+    graph.create_execution_plans([getattr(cudnn.heur_mode, m) for m in choice["heuristic_modes"]])
+
+
+def first_plan_instead(graph, choice):
+    _plan_with_saved_modes(graph, choice)
+    graph.build_plan_at_index(0)
+    return 0
+
+
+def found_by_name_not_built(graph, choice):
+    _plan_with_saved_modes(graph, choice)
+    names = [graph.get_plan_name_at_index(i) for i in range(graph.get_execution_plan_count())]
+    return names.index(choice["plan_name"])
+
+
+def engine_without_its_knobs(graph, choice):
+    graph.validate()
+    graph.build_operation_graph()
+    graph.create_execution_plan(choice["engine_id"], {})
+    last = graph.get_execution_plan_count() - 1
+    graph.build_plan_at_index(last)
+    return last
+
+
+WRONG = [
+    ("03.fastest_plan", slowest_plan, r"is the slowest plan|% more than the fastest, plan"),
+    ("03.fastest_plan", plan_name_instead_of_index, r"return the plan's index \(an int\), not its name"),
+    ("03.fastest_plan", one_past_the_last, r"does not exist: the graph has"),
+    ("03.replay_choice", first_plan_instead, "plan 0 is "),
+    ("03.replay_choice", found_by_name_not_built, "is the saved plan but it does not run"),
+]
+
+
+@requires_gpu
+@pytest.mark.parametrize("key", KEYS)
+def test_the_reference_solution_passes(key):
+    verdict = X.exercise(key, H.solution(key))
+    assert verdict, verdict
+
+
+@requires_gpu
+@pytest.mark.parametrize("key, answer, message", WRONG, ids=[w[1].__name__ for w in WRONG])
+def test_a_wrong_answer_fails_with_one_line_saying_why(key, answer, message):
+    verdict = X.exercise(key, answer)
+    assert verdict.status == "failed", verdict
+    assert re.search(message, verdict.message), verdict.message
+
+
+@requires_gpu
+def test_the_heuristics_first_choice_passes_only_within_the_noise():
+    """Untimed, the heuristic's pick is right only when no plan beats it by more than the noise: the checker
+    either accepts it as within the allowance or names it and the measured gap."""
+    verdict = X.exercise("03.fastest_plan", heuristics_first_choice)
+    if verdict:
+        assert "is the fastest" in verdict.message or "within" in verdict.message, verdict.message
+    else:
+        assert "is the heuristic's first choice, but plan" in verdict.message, verdict.message
+
+
+@requires_gpu
+def test_an_engine_replayed_without_its_knobs_is_not_the_saved_plan():
+    verdict = X.exercise("03.replay_choice", engine_without_its_knobs)
+    assert verdict.status == "failed", verdict
+    assert "the same engine with other knobs" in verdict.message or "your code raised" in verdict.message, verdict

@@ -1,0 +1,364 @@
+"""Notebook 04's exercises: the checkers reject the usual wrong answers, accept the reference solutions,
+and call an unfilled skeleton "not done".
+
+On CPU: the grading logic (which mistake a wrong y or AMAX matches, unwritten outputs, torch kernels next
+to the graph, counting graph builds) and the notebook's own skeleton cells. On a GPU: real answers, right
+and wrong, written as cuDNN graphs, run through the checkers.
+"""
+import importlib.util
+from pathlib import Path
+
+import nbformat
+import pytest
+import torch
+import torch.nn.functional as F
+
+import helpers as H
+import helpers.exercises as X
+from helpers.checking import rel_error, tolerance
+from helpers.exercises import nb04
+from tests.conftest import requires_gpu
+
+ROOT = Path(__file__).resolve().parent.parent
+NOTEBOOK = ROOT / "notebooks" / "04_matmul_epilogues_amax.ipynb"
+KEYS = ("04.silu_amax", "04.scaled_relu", "04.fp8_matmul_amax")
+SKELETON_NAMES = {"04.silu_amax": "silu_amax", "04.scaled_relu": "make_scaled_relu",
+                  "04.fp8_matmul_amax": "fp8_matmul_amax"}
+BF16 = torch.bfloat16
+
+
+# ------------------------------------------------------------------ CPU: the checkers' inputs
+@pytest.fixture(scope="module")
+def silu_t():
+    return nb04.silu_inputs(dtype=BF16, device="cpu")
+
+
+@pytest.fixture
+def relu_t():
+    return nb04.relu_inputs(dtype=BF16, device="cpu")
+
+
+@pytest.fixture(scope="module")
+def fp8_t():
+    return nb04.fp8_inputs(device="cpu")
+
+
+def test_inputs_are_reproducible_and_shaped_as_the_tasks_say(silu_t, fp8_t):
+    again = nb04.silu_inputs(dtype=BF16, device="cpu")
+    assert all(torch.equal(silu_t[k], again[k]) for k in silu_t)
+    batch, m, k, n = nb04.SILU_SHAPE
+    assert silu_t["a"].shape == (batch, m, k) and silu_t["bias"].shape == (1, 1, n)
+    assert torch.isnan(nb04.relu_inputs(dtype=BF16, device="cpu")["y"]).all()
+    assert fp8_t["a8"].dtype == fp8_t["b8"].dtype == torch.float8_e4m3fn
+    assert fp8_t["b8"].stride()[1] == 1, "b8 is column-major: K is its fastest dimension"
+    da, db = fp8_t["descale_a"].item(), fp8_t["descale_b"].item()
+    assert da < 0.1 and db < 0.1 and max(da, db) / min(da, db) > 2, "descales far from 1 and from each other"
+
+
+def test_every_wrong_formula_is_far_from_the_right_one(silu_t, relu_t, fp8_t):
+    """A check that cannot fail is a defect: each mistake is off by far more than the tolerance."""
+    cases = [nb04.silu_references(silu_t), nb04.fp8_references(fp8_t)]
+    cases += [nb04.relu_references(relu_t, alpha) for alpha in nb04.ALPHAS]
+    for right, wrong in cases:
+        for mistake, formula in wrong.items():
+            assert rel_error(formula, right) > 4 * tolerance(BF16), mistake
+    first = nb04.relu_references(relu_t, nb04.ALPHAS[0])[0]
+    for alpha in nb04.ALPHAS[1:]:
+        assert rel_error(first, nb04.relu_references(relu_t, alpha)[0]) > 10 * tolerance(BF16)
+
+
+def _amax_per_entry(y):
+    return y.float().abs().amax(dim=(1, 2), keepdim=True)
+
+
+# ------------------------------------------------------------------ CPU: 04.silu_amax grading
+def test_a_right_silu_answer_passes(silu_t):
+    right, _ = nb04.silu_references(silu_t)
+    y = right.to(BF16)
+    assert nb04.grade_silu_amax(silu_t, (y, _amax_per_entry(y))).startswith("correct — y rel err")
+
+
+@pytest.mark.parametrize("mistake", ["the activation is still GELU", "y misses the bias", "y has no activation",
+                                     "ReLU"])
+def test_a_wrong_silu_output_is_named(silu_t, mistake):
+    right, wrong = nb04.silu_references(silu_t)
+    (message, formula), = [(m, f) for m, f in wrong.items() if mistake in m]
+    y = formula.to(BF16)
+    with pytest.raises(X.Wrong) as caught:
+        nb04.grade_silu_amax(silu_t, (y, _amax_per_entry(y)))
+    assert str(caught.value).startswith(message + " (rel err "), str(caught.value)
+
+
+def test_wrong_amax_layouts_and_sources_are_named(silu_t):
+    right, _ = nb04.silu_references(silu_t)
+    y = right.to(BF16)
+    acc = silu_t["a"].float() @ silu_t["b"].float()
+    pre = acc + silu_t["bias"].float()
+    one_in_total = y.float().abs().amax().reshape(1, 1, 1)
+    cases = [
+        (_amax_per_entry(pre), "amax is taken on the pre-activation (a @ b + bias), not on the output"),
+        (_amax_per_entry(acc), "amax is taken on the matmul result, before the bias"),
+        (one_in_total, "amax is one number (shape (1, 1, 1)), the maximum over everything; the task wants one "
+                       "per batch entry, shape (4, 1, 1)"),
+        (one_in_total.expand(4, 1, 1).contiguous(), "every amax entry holds the maximum over the whole tensor"),
+        (torch.zeros(4, 1, 1), "amax is all zeros: it was never written"),
+        (torch.full((4, 1, 1), float("nan")), "amax holds NaN"),
+        (torch.zeros(4, 128, 1), "amax has shape (4, 128, 1), want (4, 1, 1)"),
+        (_amax_per_entry(y) * 1.1, "amax does not match max|y|: got ["),
+    ]
+    for amax, message in cases:
+        with pytest.raises(X.Wrong) as caught:
+            nb04.grade_silu_amax(silu_t, (y, amax))
+        assert str(caught.value).startswith(message), str(caught.value)
+
+
+def test_unwritten_wrong_dtype_and_malformed_results(silu_t):
+    right, _ = nb04.silu_references(silu_t)
+    y = right.to(BF16)
+    amax = _amax_per_entry(y)
+    with pytest.raises(X.NotDone, match=r"return \(y, amax\)"):
+        nb04.grade_silu_amax(silu_t, None)
+    with pytest.raises(X.Wrong, match=r"^return \(y, amax\): two tensors, got Tensor"):
+        nb04.grade_silu_amax(silu_t, y)
+    with pytest.raises(X.Wrong, match="y is still all NaN"):
+        nb04.grade_silu_amax(silu_t, (torch.full_like(y, float("nan")), amax))
+    partly = y.clone()
+    partly[0, 0, :3] = float("nan")
+    with pytest.raises(X.Wrong, match=r"^3 of \d+ elements of y were never written"):
+        nb04.grade_silu_amax(silu_t, (partly, amax))
+    with pytest.raises(X.Wrong, match="y is torch.float32; store it in the inputs' dtype"):
+        nb04.grade_silu_amax(silu_t, (right, amax))
+    with pytest.raises(X.Wrong, match=r"y has shape \(4, 128\), want \(4, 128, 128\)"):
+        nb04.grade_silu_amax(silu_t, (y[:, :, 0], amax))
+    one_bad = y.clone()
+    one_bad[1, 2, 3] += 40.0  # far outside the element-wise bound, too small to move the norm much
+    with pytest.raises(X.Wrong, match="y is wrong"):
+        nb04.grade_silu_amax(silu_t, (one_bad, amax))
+
+
+# ------------------------------------------------------------------ CPU: 04.scaled_relu grading
+def test_scaled_relu_right_stale_and_ignored_alpha(relu_t):
+    first, second = nb04.ALPHAS[:2]
+    relu_t["y"].copy_(nb04.relu_references(relu_t, second)[0])
+    assert nb04.grade_scaled_relu(relu_t, second, (first,)) < tolerance(BF16)
+    relu_t["y"].copy_(nb04.relu_references(relu_t, first)[0])  # the first call's result again
+    with pytest.raises(X.Wrong, match=rf"^run\({second}\) gave the result for alpha={first}, an earlier call's: "
+                                      r"alpha is fixed in the graph"):
+        nb04.grade_scaled_relu(relu_t, second, (first,))
+    relu_t["y"].copy_(nb04.relu_references(relu_t, 1.0)[0])
+    with pytest.raises(X.Wrong, match=r"^run\(alpha\) ignores alpha"):
+        nb04.grade_scaled_relu(relu_t, second, (first,))
+    relu_t["y"].copy_(F.gelu(first * (relu_t["a"].float() @ relu_t["b"].float()) + relu_t["bias"].float()))
+    with pytest.raises(X.Wrong, match="the activation is still GELU"):
+        nb04.grade_scaled_relu(relu_t, first)
+
+
+# ------------------------------------------------------------------ CPU: 04.fp8_matmul_amax grading
+def test_fp8_right_answer_missing_descales_and_early_amax(fp8_t):
+    right, wrong = nb04.fp8_references(fp8_t)
+    y = right.to(BF16)
+    amax = y.float().abs().amax().reshape(1, 1, 1)
+    assert nb04.grade_fp8_matmul_amax(fp8_t, (y, amax)).startswith("correct — y rel err")
+    for message, formula in wrong.items():
+        with pytest.raises(X.Wrong) as caught:
+            nb04.grade_fp8_matmul_amax(fp8_t, (formula.to(BF16), formula.abs().amax().reshape(1, 1, 1)))
+        assert str(caught.value).startswith(message), str(caught.value)
+    raw = fp8_t["a8"].float() @ fp8_t["b8"].float()
+    with pytest.raises(X.Wrong, match="^amax is taken before the descales"):
+        nb04.grade_fp8_matmul_amax(fp8_t, (y, raw.abs().amax().reshape(1, 1, 1)))
+    with pytest.raises(X.Wrong, match="y is torch.float32; store it in bfloat16"):
+        nb04.grade_fp8_matmul_amax(fp8_t, (right, amax))
+
+
+# ------------------------------------------------------------------ CPU: kernels and builds
+def test_torch_kernels_next_to_the_graph_are_rejected_fills_are_not():
+    cudnn_kernel = "cudnn_generated_fort_native_sm90_matMul_bf16_128x64"
+    fill = "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>, std::array<char*, 1ul> >"
+    nb04.graph_only([fill, cudnn_kernel], "the AMAX")
+    extra = ["void at::native::vectorized_elementwise_kernel<4, at::native::AbsFunctor<c10::BFloat16> >(int)",
+             "void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float> >(int)", "triton_red_fused_abs_amax_0"]
+    with pytest.raises(X.Wrong) as caught:
+        nb04.graph_only([cudnn_kernel, *extra], "the AMAX")
+    assert str(caught.value) == ("the result is right, but torch kernels ran next to the graph (vectorized_elementwise_"
+                                 "kernel, reduce_kernel, triton_red_fused_abs_amax_0): compute the AMAX inside the "
+                                 "cuDNN graph")
+    with pytest.raises(X.Wrong, match="launched no GPU kernel"):
+        nb04.graph_only([], "the AMAX")
+
+
+def test_counting_validates_counts_graph_builds_and_restores_validate():
+    cudnn = pytest.importorskip("cudnn")
+    original = cudnn.pygraph.validate
+    with nb04.counting_validates() as builds:
+        graph = cudnn.pygraph(io_data_type=BF16)
+        try:
+            graph.validate()  # an empty graph (or no GPU): may raise after it was counted
+        except Exception:
+            pass
+        assert builds == [graph]
+    assert cudnn.pygraph.validate is original
+
+
+def test_without_fp8_hardware_the_fp8_exercise_is_skipped_not_failed():
+    if H.gate("fp8").ok:
+        pytest.skip("this machine runs FP8")
+    verdict = X.exercise("04.fp8_matmul_amax", H.solution("04.fp8_matmul_amax"), quiet=True)
+    assert verdict.status == "skipped" and verdict.message.startswith("skipped on this machine — ")
+
+
+# ------------------------------------------------------------------ CPU: the notebook's cells
+def _exercise_cells():
+    nb = nbformat.read(NOTEBOOK, as_version=4)
+    cells = {}
+    for cell in nb.cells:
+        for key in KEYS:
+            if cell.cell_type == "code" and f'H.exercise("{key}"' in cell.source:
+                kind = "solution" if "solution" in cell.metadata.get("tags", []) else "skeleton"
+                cells[key, kind] = cell
+    return cells
+
+
+
+
+@pytest.mark.parametrize("key", KEYS)
+def test_the_notebooks_unfilled_skeleton_says_not_done(tmp_path, capsys, key):
+    """The skeleton cell, run as it stands (from a file, so its source can be read), prints one line."""
+    source = _exercise_cells()[key, "skeleton"].source
+    path = tmp_path / f"skeleton_{key.replace('.', '_')}.py"
+    path.write_text("import torch\nimport helpers as H\ncudnn = None\nIO_DTYPE = torch.bfloat16\n" + source + "\n")
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    spec.loader.exec_module(importlib.util.module_from_spec(spec))
+    assert capsys.readouterr().out == f"… {key}: not done yet — replace the ... in {SKELETON_NAMES[key]}\n"
+
+
+def test_the_reference_solutions_load_and_hold_no_ellipsis():
+    for key in KEYS:
+        answer = H.solution(key)
+        assert callable(answer) and X.unfinished(answer) is None, key
+
+
+# ------------------------------------------------------------------ GPU: real answers through the checkers
+def _graph(dtype):
+    from helpers.recipes._common import new_graph
+
+    g = new_graph(dtype)
+    return g, H.GraphIO(g, dtype=dtype)
+
+
+def _amax_node(g, tensor):
+    cudnn = H.load_cudnn()
+    return g.reduction(tensor, mode=cudnn.reduction_mode.AMAX, compute_data_type=torch.float32)
+
+
+def _execute(g, io):
+    H.build(g)
+    g.execute(io.pack(), H.workspace_for(g), handle=H.get_handle())
+
+
+def _epilogue(a, b, bias, activation, amax_shape):
+    """act(a @ b + bias) and an AMAX of the output, reduced to ``amax_shape``, as one graph."""
+    g, io = _graph(a.dtype)
+    pre = g.add(g.matmul(io.input("a", a), io.input("b", b), compute_data_type=torch.float32),
+                io.input("bias", bias))
+    y = torch.empty(a.shape[0], a.shape[1], b.shape[-1], device="cuda", dtype=a.dtype)
+    out = activation(g, pre)
+    io.output("y", out, y)
+    amax = torch.zeros(*amax_shape, device="cuda", dtype=torch.float32)
+    io.output("amax", _amax_node(g, out), amax)
+    _execute(g, io)
+    return y, amax
+
+
+def gelu_left_in(a, b, bias):
+    return _epilogue(a, b, bias, lambda g, x: g.gelu(x), (a.shape[0], 1, 1))
+
+
+def one_amax_in_total(a, b, bias):
+    return _epilogue(a, b, bias, lambda g, x: g.swish(x, swish_beta=1.0), (1, 1, 1))
+
+
+def amax_of_the_pre_activation(a, b, bias):
+    """The right y; the AMAX of a @ b + bias instead of y's (computed by torch: the grade names it first)."""
+    y, _ = H.solution("04.silu_amax")(a, b, bias)
+    pre = torch.baddbmm(bias.float(), a.float(), b.float())
+    return y, pre.abs().amax(dim=(1, 2), keepdim=True)
+
+
+def amax_by_torch(a, b, bias):
+    """Right numbers, but the AMAX is two torch kernels after the graph."""
+    g, io = _graph(a.dtype)
+    pre = g.add(g.matmul(io.input("a", a), io.input("b", b), compute_data_type=torch.float32),
+                io.input("bias", bias))
+    y = torch.empty(a.shape[0], a.shape[1], b.shape[-1], device="cuda", dtype=a.dtype)
+    io.output("y", g.swish(pre, swish_beta=1.0), y)
+    _execute(g, io)
+    return y, y.abs().amax(dim=(1, 2), keepdim=True).float()
+
+
+def _relu_graph(a, b, bias, y, alpha):
+    g, io = _graph(a.dtype)
+    scaled = g.mul(g.matmul(io.input("a", a), io.input("b", b), compute_data_type=torch.float32),
+                   io.scalar("alpha", alpha))
+    io.output("y", g.relu(g.add(scaled, io.input("bias", bias))), y)
+    H.build(g)
+    return g, io, H.workspace_for(g)
+
+
+def alpha_fixed_at_build(a, b, bias, y):
+    g, io, ws = _relu_graph(a, b, bias, y, nb04.ALPHAS[0])
+
+    def run(alpha):
+        g.execute(io.pack(), ws, handle=H.get_handle())  # the alpha it was built with, every time
+
+    return run
+
+
+def rebuilt_every_call(a, b, bias, y):
+    def run(alpha):
+        g, io, ws = _relu_graph(a, b, bias, y, alpha)
+        g.execute(io.pack(), ws, handle=H.get_handle())
+
+    return run
+
+
+def fp8_without_descales(a8, b8, descale_a, descale_b):
+    from helpers.recipes._common import new_graph
+
+    g = new_graph(torch.bfloat16)
+    io = H.GraphIO(g)  # mixed dtypes
+    y = torch.empty(1, a8.shape[1], b8.shape[-1], device="cuda", dtype=torch.bfloat16)
+    out = g.matmul(io.input("a8", a8), io.input("b8", b8), compute_data_type=torch.float32)
+    io.output("y", out, y)
+    amax = torch.zeros(1, 1, 1, device="cuda")
+    io.output("amax", _amax_node(g, out), amax)
+    _execute(g, io)
+    return y, amax
+
+
+WRONG = [
+    ("04.silu_amax", gelu_left_in, "y is GELU(a @ b + bias): the activation is still GELU"),
+    ("04.silu_amax", one_amax_in_total, "amax is one number (shape (1, 1, 1))"),
+    ("04.silu_amax", amax_of_the_pre_activation, "amax is taken on the pre-activation"),
+    ("04.silu_amax", amax_by_torch, "the result is right, but torch kernels ran next to the graph"),
+    ("04.scaled_relu", alpha_fixed_at_build, "run(-1.75) gave the result for alpha=0.5"),
+    ("04.scaled_relu", rebuilt_every_call, "run(-1.75) gives the right y but built a graph again"),
+    ("04.fp8_matmul_amax", fp8_without_descales, "y is the raw e4m3 product a8 @ b8"),
+]
+
+
+@requires_gpu
+@pytest.mark.parametrize("key, answer, message", WRONG, ids=[w[1].__name__ for w in WRONG])
+def test_the_checker_rejects_a_typical_wrong_answer(key, answer, message):
+    if key == "04.fp8_matmul_amax" and not H.gate("fp8").ok:
+        pytest.skip("no FP8 on this GPU")
+    verdict = X.exercise(key, answer, quiet=True)
+    assert verdict.status == "failed" and verdict.message.startswith(message), verdict.message
+
+
+@requires_gpu
+@pytest.mark.parametrize("key", KEYS)
+def test_the_checker_accepts_the_reference_solution(key):
+    if key == "04.fp8_matmul_amax" and not H.gate("fp8").ok:
+        pytest.skip("no FP8 on this GPU")
+    verdict = X.exercise(key, H.solution(key), quiet=True)
+    assert verdict.status == "passed" and verdict.message.startswith("correct — "), verdict.message

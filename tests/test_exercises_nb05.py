@@ -1,0 +1,226 @@
+"""Notebook 05's exercises: the checkers reject typical wrong answers with one line, accept the reference
+solutions, and the notebook's skeletons report "not done".
+
+On CPU the grading logic runs with PyTorch-made answers (``device="cpu"``); the GPU tests grade cuDNN
+graphs, the reference solutions included."""
+import importlib.util
+import math
+from pathlib import Path
+
+import nbformat
+import pytest
+import torch
+
+import helpers as H
+import helpers.exercises as X
+from helpers.exercises import nb05
+from tests.conftest import requires_gpu
+
+ROOT = Path(__file__).resolve().parent.parent
+NOTEBOOK = ROOT / "notebooks" / "05_sdpa_attention.ipynb"
+KEYS = ("05.sliding_window", "05.merge_chunks")
+
+
+# ------------------------------------------------------------------ PyTorch stand-ins for cuDNN (CPU)
+def _torch_attention(q, k, v, scale, visible=None):
+    """bf16 in, fp32 math, like a fused kernel: (O in q's dtype, log-sum-exp fp32 [B, H, S, 1])."""
+    s = (q.float() @ k.float().transpose(-1, -2)) * scale
+    if visible is not None:
+        s = s.masked_fill(~visible, float("-inf"))
+    return (torch.softmax(s, -1) @ v.float()).to(q.dtype), torch.logsumexp(s, -1, keepdim=True)
+
+
+def band_answer(window_of=lambda w: w, right_edge=True, scale=None, returns="a graph stand-in"):
+    """A sliding-window answer computed with PyTorch; ``window_of`` maps the asked window to the one used."""
+    def sliding_window_sdpa(q, k, v, o, window):
+        visible = nb05.band(q.shape[2], window_of(window), right_edge=right_edge, device=q.device)
+        o.copy_(_torch_attention(q, k, v, scale or 1 / math.sqrt(q.shape[-1]), visible)[0])
+        return returns
+    return sliding_window_sdpa
+
+
+def grade_band(answer, **kw):
+    return nb05.grade_sliding_window(answer, device="cpu", need_graph=False, **kw)
+
+
+def merge_answer(combine_o="exact", combine_stats="exact", scale_of=lambda s, d: s, stats_dtype=torch.float32):
+    """A chunk-merging answer computed with PyTorch, with one deliberate mistake or none."""
+    def merge_chunks(q, chunks, attn_scale):
+        scale = scale_of(attn_scale, q.shape[-1])
+        parts = [_torch_attention(q, k, v, scale) for k, v in chunks]
+        outs = [p[0].float() for p in parts]
+        lses = torch.stack([p[1] for p in parts])
+        lse = torch.logsumexp(lses, dim=0)
+        o = {"exact": lambda: sum(torch.exp(l - lse) * oc for l, oc in zip(lses, outs)),
+             "average": lambda: sum(outs) / len(outs),
+             "log2": lambda: sum(w * oc for w, oc in zip(torch.softmax(lses * math.log(2), 0), outs)),
+             "first": lambda: outs[0]}[combine_o]()
+        stats = {"exact": lse, "max": lses.max(0).values, "sum": lses.sum(0), "log2": lse / math.log(2),
+                 "first": lses[0]}[combine_stats]
+        return o.to(q.dtype), stats.to(stats_dtype)
+    return merge_chunks
+
+
+# ------------------------------------------------------------------ 05.sliding_window on CPU
+def test_sliding_window_accepts_the_right_band():
+    assert grade_band(band_answer()).startswith("correct — windows 32 and 96")
+
+
+@pytest.mark.parametrize("answer, message", [
+    (band_answer(window_of=lambda w: None), "window=32: this is plain causal attention"),
+    (band_answer(window_of=lambda w: None, right_edge=False), "window=32: no mask at all"),
+    (band_answer(right_edge=False), "window=32: keys after the query are visible"),
+    (band_answer(window_of=lambda w: w + 1), "window=32: off by one: query i sees 33 keys; it should see 32"),
+    (band_answer(window_of=lambda w: w - 1), "window=32: off by one: query i sees 31 keys"),
+    (band_answer(scale=1.0), "window=32: the mask is right but the scores were not scaled"),
+    (band_answer(window_of=lambda w: 32), "window=96: this is plain causal|window=96: o differs"),
+])
+def test_sliding_window_names_the_mistake(answer, message):
+    with pytest.raises(X.Wrong, match=message):
+        grade_band(answer)
+
+
+def test_sliding_window_wants_every_element_written_and_a_result():
+    def writes_half(q, k, v, o, window):
+        band_answer()(q, k, v, o, window)
+        o[..., : o.shape[2] // 2, :] = float("nan")
+        return "graph"
+
+    with pytest.raises(X.Wrong, match=r"window=32: 16384 of 32768 elements of o were never written"):
+        grade_band(writes_half)
+    with pytest.raises(X.NotDone, match="returned nothing"):
+        grade_band(band_answer(returns=None))
+
+
+def test_sliding_window_wants_the_graph_with_an_sdpa_node():
+    """Graph construction works on CPU (meta tensors): a graph without an sdpa node is refused."""
+    pytest.importorskip("cudnn")
+    from helpers.recipes import sdpa
+    from helpers.recipes._common import new_graph
+
+    def answer_with(graph_kind):
+        def sliding_window_sdpa(q, k, v, o, window):
+            band_answer()(q, k, v, o, window)
+            meta = [t.to("meta") for t in (q, k, v)]
+            if graph_kind == "sdpa":
+                return sdpa.forward_graph(*meta, causal=True, attn_scale=0.125, generate_stats=False)[0]
+            g = new_graph(q.dtype)
+            io = H.GraphIO(g, dtype=q.dtype)
+            g.matmul(io.input("a", meta[0]), io.input("b", meta[1].transpose(-1, -2)))
+            return g
+        return sliding_window_sdpa
+
+    assert nb05.grade_sliding_window(answer_with("sdpa"), device="cpu").startswith("correct")
+    with pytest.raises(X.Wrong, match="has no sdpa node"):
+        nb05.grade_sliding_window(answer_with("matmul"), device="cpu")
+    with pytest.raises(X.Wrong, match="return the cuDNN graph you built and executed, not a str"):
+        nb05.grade_sliding_window(band_answer(), device="cpu")
+
+
+# ------------------------------------------------------------------ 05.merge_chunks on CPU
+def test_merge_chunks_accepts_the_exact_merge():
+    assert nb05.grade_merge_chunks(merge_answer(), device="cpu").startswith("correct — 2 chunks merged")
+
+
+@pytest.mark.parametrize("answer, message", [
+    (merge_answer(combine_o="average"), "you averaged the chunks' outputs"),
+    (merge_answer(combine_o="log2"), "read Stats as base-2 logarithms"),
+    (merge_answer(combine_o="first"), "first chunk's output alone"),
+    (merge_answer(scale_of=lambda s, d: 1 / math.sqrt(d)), "scaled by 1/√D; use the attn_scale you are given"),
+    (merge_answer(combine_stats="log2"), "Stats is in base-2 logarithms"),
+    (merge_answer(combine_stats="max"), "the merged Stats is the largest chunk's"),
+    (merge_answer(combine_stats="sum"), "you added the chunks' Stats"),
+    (merge_answer(combine_stats="first"), "Stats is the first chunk's alone"),
+    (merge_answer(stats_dtype=torch.bfloat16), "stats is torch.bfloat16; keep it float32"),
+])
+def test_merge_chunks_names_the_mistake(answer, message):
+    with pytest.raises(X.Wrong, match=message):
+        nb05.grade_merge_chunks(answer, device="cpu")
+
+
+def test_merge_chunks_wants_a_pair_of_the_right_shapes():
+    with pytest.raises(X.Wrong, match="return a pair"):
+        nb05.grade_merge_chunks(lambda q, chunks, scale: q, device="cpu")
+    with pytest.raises(X.Wrong, match=r"stats has shape \(1, 4, 128\), want \(1, 4, 128, 1\)"):
+        nb05.grade_merge_chunks(lambda q, chunks, scale: (q, merge_answer()(q, chunks, scale)[1][..., 0]),
+                                device="cpu")
+    with pytest.raises(X.NotDone):
+        nb05.grade_merge_chunks(lambda q, chunks, scale: None, device="cpu")
+
+
+# ------------------------------------------------------------------ the notebook's cells
+def _exercise_cells():
+    nb = nbformat.read(NOTEBOOK, as_version=4)
+    cells = [c for c in nb.cells if c.cell_type == "code" and "H.exercise(\"05." in c.source]
+    learner = [c for c in cells if "solution" not in c.metadata.get("tags", [])]
+    graded = [c for c in cells if "solution" in c.metadata.get("tags", [])]
+    return learner, graded
+
+
+
+
+def test_the_notebooks_skeletons_say_not_done(tmp_path, capsys):
+    """Each learner cell, run as it is (from a file, so its source can be read), prints "not done"."""
+    learner, _ = _exercise_cells()
+    for n, cell in enumerate(learner):
+        path = tmp_path / f"skeleton_{n}.py"
+        path.write_text("import helpers as H\n" + cell.source + "\n")
+        spec = importlib.util.spec_from_file_location(f"skeleton_{n}", path)
+        spec.loader.exec_module(importlib.util.module_from_spec(spec))
+    out = capsys.readouterr().out.splitlines()
+    assert out == ["… 05.sliding_window: not done yet — replace the ... in sliding_window_sdpa",
+                   "… 05.merge_chunks: not done yet — replace the ... in merge_chunks"]
+
+
+def test_solutions_load():
+    assert callable(X.solution("05.sliding_window")) and callable(X.solution("05.merge_chunks"))
+
+
+# ------------------------------------------------------------------ on the GPU: cuDNN graphs
+def _cudnn_band(left_bound_of):
+    """A cuDNN answer whose band's left bound is ``left_bound_of(window)`` (None: plain causal)."""
+    def sliding_window_sdpa(q, k, v, o, window):
+        cudnn = H.load_cudnn()
+        g = cudnn.pygraph(io_data_type=q.dtype, intermediate_data_type=torch.float32,
+                          compute_data_type=torch.float32, handle=H.get_handle())
+        io = H.GraphIO(g, dtype=q.dtype)
+        left = left_bound_of(window)
+        extra = {} if left is None else {"diagonal_band_left_bound": left}
+        out, _ = g.sdpa(io.input("q", q), io.input("k", k), io.input("v", v), attn_scale=q.shape[-1] ** -0.5,
+                        generate_stats=False, diagonal_alignment=cudnn.diagonal_alignment.TOP_LEFT,
+                        diagonal_band_right_bound=0, **extra)
+        io.output("o", out, o)
+        H.build(g)
+        g.execute(io.pack(), H.workspace_for(g), handle=H.get_handle())
+        return g
+    return sliding_window_sdpa
+
+
+@requires_gpu
+@pytest.mark.parametrize("key", KEYS)
+def test_the_reference_solutions_pass(key):
+    verdict = X.exercise(key, X.solution(key))
+    assert verdict.status == "passed", verdict.message
+
+
+@requires_gpu
+@pytest.mark.parametrize("left_bound_of, message", [
+    (lambda w: None, "window=32: this is plain causal attention"),
+    (lambda w: w + 1, "window=32: off by one: query i sees 33 keys"),
+    (lambda w: 32, "window=96: "),
+])
+def test_sliding_window_rejects_wrong_cudnn_bands(left_bound_of, message):
+    verdict = X.exercise("05.sliding_window", _cudnn_band(left_bound_of), quiet=True)
+    assert verdict.status == "failed" and verdict.message.startswith(message), verdict.message
+
+
+@requires_gpu
+def test_merge_chunks_rejects_an_average_of_cudnn_outputs():
+    solution = X.solution("05.merge_chunks")
+
+    def merge_chunks(q, chunks, attn_scale):
+        parts = [solution(q, [chunk], attn_scale) for chunk in chunks]   # each chunk alone, via cuDNN
+        return sum(o.float() for o, _ in parts).div(len(parts)).to(q.dtype), parts[0][1]
+
+    verdict = X.exercise("05.merge_chunks", merge_chunks, quiet=True)
+    assert verdict.status == "failed" and "averaged the chunks' outputs" in verdict.message, verdict.message

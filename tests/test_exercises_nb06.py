@@ -1,0 +1,177 @@
+"""Notebook 06's exercises: the skeletons are "not done" (CPU), the reference answers pass and typical wrong
+answers fail with the line that says why (GPU: the checkers build, serialize and run tiny matmuls)."""
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+import helpers as H
+import helpers.exercises as X
+from tests.conftest import requires_gpu
+
+ROOT = Path(__file__).resolve().parent.parent
+NOTEBOOK = ROOT / "notebooks" / "06_plan_serialization.ipynb"
+KEYS = ("06.round_trip", "06.load_or_build")
+
+
+def _learner_cell(key: str) -> str:
+    """The notebook's skeleton cell for ``key`` (the code cell that grades a learner's function, not a solution)."""
+    nb = json.loads(NOTEBOOK.read_text())
+    for cell in nb["cells"]:
+        src = "".join(cell["source"])
+        if cell["cell_type"] == "code" and f'H.exercise("{key}"' in src and "H.solution" not in src:
+            return src
+    raise AssertionError(f"no learner cell for {key}")
+
+
+@pytest.mark.parametrize("key, name", [("06.round_trip", "round_trip"), ("06.load_or_build", "load_or_build")])
+def test_the_notebook_skeletons_are_not_done(tmp_path, capsys, key, name):
+    """Run the learner's cell as it ships (from a file, so its source can be read back): one 'not done' line."""
+    path = tmp_path / f"skeleton_{name}.py"
+    path.write_text("import torch\nimport cudnn\nimport helpers as H\n\n" + _learner_cell(key) + "\n")
+    spec = importlib.util.spec_from_file_location(f"skeleton_{name}", path)
+    spec.loader.exec_module(importlib.util.module_from_spec(spec))
+    assert capsys.readouterr().out == f"… {key}: not done yet — replace the ... in {name}\n"
+
+
+def test_checkers_are_registered_and_the_solutions_load():
+    for key in KEYS:
+        assert X._checker_for(key)
+        answer = X.solution(key)
+        assert callable(answer) and answer.__name__ == key.split(".")[1]
+        assert X.unfinished(answer) is None
+
+
+def test_the_checker_and_the_notebook_agree_on_the_uids():
+    from helpers.exercises import nb06
+
+    assert 'UIDS = {"a": 11, "b": 12, "c": 13}' in _learner_cell("06.round_trip")
+    assert nb06.UIDS == {"a": 11, "b": 12, "c": 13}
+
+
+# ---------------------------------------------------------------- wrong answers (GPU)
+def _cudnn():
+    return H.load_cudnn()
+
+
+def _matmul(a, b, uids=(11, 12, 13)):
+    """C = A @ B, built; a UID of None leaves that tensor's UID to the frontend."""
+    cudnn = _cudnn()
+    graph = cudnn.pygraph(io_data_type=a.dtype, intermediate_data_type=torch.float32,
+                          compute_data_type=torch.float32, handle=H.get_handle())
+    ta, tb = graph.tensor_like(a), graph.tensor_like(b)
+    tc = graph.matmul(A=ta, B=tb).set_output(True)
+    for tensor, uid in zip((ta, tb, tc), uids):
+        if uid is not None:
+            tensor.set_uid(uid)
+    H.build(graph)
+    return graph, (ta, tb, tc)
+
+
+def _reload_and_run(blob, pack):
+    cudnn = _cudnn()
+    fresh = cudnn.pygraph(handle=H.get_handle())
+    fresh.deserialize(H.get_handle(), blob)
+    fresh.execute(pack, H.workspace_for(fresh), handle=H.get_handle())
+    return fresh
+
+
+def forgets_set_uid(a, b, c):
+    """Works in its own process (it feeds the frontend's automatic UIDs) but the plan has no agreed UIDs."""
+    graph, (ta, tb, tc) = _matmul(a, b, uids=(None, None, None))
+    blob = graph.serialize(as_bytes=True)
+    return blob, _reload_and_run(blob, {ta.uid: a, tb.uid: b, tc.uid: c})
+
+
+def forgets_the_output_uid(a, b, c):
+    graph, (ta, tb, tc) = _matmul(a, b, uids=(11, 12, None))
+    blob = graph.serialize(as_bytes=True)
+    return blob, _reload_and_run(blob, {11: a, 12: b, tc.uid: c})
+
+
+def returns_the_built_graph(a, b, c):
+    graph, _ = _matmul(a, b)
+    graph.execute({11: a, 12: b, 13: c}, H.workspace_for(graph), handle=H.get_handle())
+    return graph.serialize(as_bytes=True), graph
+
+
+@requires_gpu
+@pytest.mark.parametrize("answer, expected", [
+    (forgets_set_uid, "✗ 06.round_trip: your plan does not run when fed {11: a, 12: b, 13: c}"),
+    (forgets_the_output_uid, "✗ 06.round_trip: your plan does not run when fed {11: a, 12: b, 13: c}"),
+    (returns_the_built_graph, "✗ 06.round_trip: the graph you returned holds 1 op(s) of its own"),
+])
+def test_gpu_round_trip_rejects(capsys, answer, expected):
+    verdict = H.exercise("06.round_trip", answer)
+    assert verdict.status == "failed"
+    assert capsys.readouterr().out.startswith(expected)
+
+
+@requires_gpu
+def test_gpu_round_trip_accepts_the_reference(capsys):
+    assert H.exercise("06.round_trip", H.solution("06.round_trip"))
+    assert capsys.readouterr().out.startswith("✓ 06.round_trip: correct")
+
+
+def _machine():
+    d = H.device_info()
+    return {"gpu": d.name, "sm": d.sm_version, "sm_count": d.sm_count, "cudnn_backend": _cudnn().backend_version()}
+
+
+def _load(entry):
+    fresh = _cudnn().pygraph(handle=H.get_handle())
+    fresh.deserialize(H.get_handle(), entry["plan"])
+    return fresh
+
+
+def _build(graph):
+    H.build(graph)
+    return graph
+
+
+def always_loads(entry, graph):
+    return _load(entry) if entry is not None else _build(graph)
+
+
+def checks_the_gpu_name_only(entry, graph):
+    ok = entry is not None and entry["fingerprint"]["gpu"] == H.device_info().name and entry["key"] == graph.key()
+    return _load(entry) if ok else _build(graph)
+
+
+def ignores_cudnn(entry, graph):
+    here = {k: v for k, v in _machine().items() if k != "cudnn_backend"}
+    ok = (entry is not None and {k: entry["fingerprint"][k] for k in here} == here and entry["key"] == graph.key())
+    return _load(entry) if ok else _build(graph)
+
+
+def ignores_the_key(entry, graph):
+    return _load(entry) if entry is not None and entry["fingerprint"] == _machine() else _build(graph)
+
+
+def always_builds(entry, graph):
+    return _build(graph)
+
+
+@requires_gpu
+@pytest.mark.parametrize("answer, expected", [
+    (always_loads, "✗ 06.load_or_build: it loaded an entry made on another GPU model"),
+    (checks_the_gpu_name_only, "✗ 06.load_or_build: it loaded an entry made on a "),
+    (ignores_cudnn, "✗ 06.load_or_build: it loaded an entry made with another cuDNN backend"),
+    (ignores_the_key, "✗ 06.load_or_build: it loaded an entry for another graph"),
+    (always_builds, "✗ 06.load_or_build: it rebuilt for an entry made here, for this graph"),
+])
+def test_gpu_load_or_build_rejects(capsys, answer, expected):
+    verdict = H.exercise("06.load_or_build", answer)
+    assert verdict.status == "failed"
+    out = capsys.readouterr().out
+    assert out.startswith(expected), out
+    if answer is checks_the_gpu_name_only:
+        assert "SMs" in out
+
+
+@requires_gpu
+def test_gpu_load_or_build_accepts_the_reference(capsys):
+    assert H.exercise("06.load_or_build", H.solution("06.load_or_build"))
+    assert capsys.readouterr().out.startswith("✓ 06.load_or_build: correct")

@@ -1,0 +1,271 @@
+"""Notebook 07's exercises: the checkers reject the usual wrong answers, accept the reference solutions,
+and call an unfilled skeleton "not done".
+
+On CPU: the option check (which kernel cache a graph was constructed with, and dynamic shapes), the build
+counter, the answer unpacking and the notebook's own skeleton cells. On a GPU: real answers, right and wrong,
+run through the checkers.
+"""
+import importlib.util
+from pathlib import Path
+
+import nbformat
+import pytest
+import torch
+
+import helpers as H
+import helpers.exercises as X
+from helpers.exercises import nb07
+from tests.conftest import requires_gpu
+
+ROOT = Path(__file__).resolve().parent.parent
+NOTEBOOK = ROOT / "notebooks" / "07_dynamic_shapes_kernel_cache.ipynb"
+KEYS = {"07.build_projection": "build_projection", "07.serve": "serve", "07.restore_cache": "restore_cache"}
+cudnn = pytest.importorskip("cudnn")
+
+
+# ------------------------------------------------------------------ CPU: grading logic
+class Cache:
+    """Stands in for a kernel cache: the check compares identity only (a real one needs libcudnn)."""
+
+
+def test_options_problem_names_the_missing_or_foreign_cache_and_dynamic_shapes():
+    cache = Cache()
+    assert nb07.options_problem(cudnn.pygraph(kernel_cache=cache, is_dynamic_shape_enabled=True), cache) is None
+    assert nb07.options_problem(cudnn.pygraph(), cache).startswith("the graph was built without a kernel cache")
+    foreign = cudnn.pygraph(kernel_cache=Cache(), is_dynamic_shape_enabled=True)
+    assert nb07.options_problem(foreign, cache).startswith("the graph was built with a kernel cache of its own")
+    static = cudnn.pygraph(kernel_cache=cache)
+    assert "without is_dynamic_shape_enabled=True" in nb07.options_problem(static, cache)
+
+
+def test_options_that_cannot_be_read_are_no_verdict():
+    assert nb07.graph_options(object()) is None
+    assert nb07.options_problem(object(), Cache()) is None
+
+
+def test_counting_builds_counts_each_graph_once_and_restores_validate():
+    original = cudnn.pygraph.validate
+    first, second = cudnn.pygraph(), cudnn.pygraph()
+    with nb07.counting_builds(cudnn) as built:
+        for graph in (first, first, second):
+            try:
+                graph.validate()
+            except Exception:  # no driver here: the count is taken before the real validate runs
+                pass
+    assert len(built) == 2 and built[0] is first and built[1] is second
+    assert cudnn.pygraph.validate is original
+
+
+def test_answers_unpack_to_graph_and_pack_or_say_what_is_wrong():
+    class IO:
+        def pack(self):
+            return {1: "buffer"}
+
+    graph = cudnn.pygraph()
+    assert nb07._graph_and_pack((graph, IO()), "f") == (graph, {1: "buffer"})
+    assert nb07._graph_and_pack((graph, {2: "b"}), "f") == (graph, {2: "b"})
+    with pytest.raises(X.NotDone, match="f returns nothing"):
+        nb07._graph_and_pack(None, "f")
+    with pytest.raises(X.Wrong, match=r"should return \(graph, io\), got pygraph"):
+        nb07._graph_and_pack(graph, "f")
+    with pytest.raises(X.Wrong, match="its first item is a str"):
+        nb07._graph_and_pack(("graph", IO()), "f")
+
+
+def test_the_checkers_are_registered():
+    for key in KEYS:
+        assert X._checker_for(key)
+
+
+# ------------------------------------------------------------------ CPU: the notebook's cells
+def _exercise_cells():
+    nb = nbformat.read(NOTEBOOK, as_version=4)
+    cells = {}
+    for cell in nb.cells:
+        for key in KEYS:
+            if cell.cell_type == "code" and f'H.exercise("{key}"' in cell.source:
+                kind = "solution" if "solution" in cell.metadata.get("tags", []) else "skeleton"
+                cells[key, kind] = cell
+    return cells
+
+
+
+
+@pytest.mark.parametrize("key", sorted(KEYS))
+def test_the_notebooks_unfilled_skeleton_says_not_done(tmp_path, capsys, key):
+    """The skeleton cell, run as it stands (from a file, so its source can be read), prints one line."""
+    source = _exercise_cells()[key, "skeleton"].source
+    path = tmp_path / f"skeleton_{key.replace('.', '_')}.py"
+    path.write_text("import torch\nimport helpers as H\ncudnn = None\n" + source + "\n")
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    spec.loader.exec_module(importlib.util.module_from_spec(spec))
+    assert capsys.readouterr().out == f"… {key}: not done yet — replace the ... in {KEYS[key]}\n"
+
+
+def test_the_reference_solutions_load_and_hold_no_ellipsis():
+    for key in KEYS:
+        answer = H.solution(key)
+        assert callable(answer) and X.unfinished(answer) is None, key
+
+
+# ------------------------------------------------------------------ GPU: wrong answers to exercise 1
+def _projection(x, w, b, y, cache, *, dynamic=True, bias=True):
+    c = H.load_cudnn()
+    options = {} if cache is None else dict(kernel_cache=cache, is_dynamic_shape_enabled=dynamic)
+    g = c.pygraph(io_data_type=x.dtype, intermediate_data_type=torch.float32, compute_data_type=torch.float32,
+                  handle=H.get_handle(), **options)
+    io = H.GraphIO(g, dtype=x.dtype)
+    out = g.matmul(io.input("x", x), io.input("w", w))
+    if bias:
+        out = g.add(out, io.input("b", b))
+    io.output("y", out, y)
+    H.build(g)
+    return g, io
+
+
+def projection_without_cache(x, w, b, y, cache):
+    return _projection(x, w, b, y, None)
+
+
+def projection_with_its_own_cache(x, w, b, y, cache):
+    return _projection(x, w, b, y, H.load_cudnn().create_kernel_cache())
+
+
+def projection_without_dynamic_shapes(x, w, b, y, cache):
+    return _projection(x, w, b, y, cache, dynamic=False)
+
+
+def projection_without_bias(x, w, b, y, cache):
+    return _projection(x, w, b, y, cache, bias=False)
+
+
+def projection_into_its_own_buffer(x, w, b, y, cache):
+    return _projection(x, w, b, torch.empty_like(y), cache)
+
+
+_first = {}
+
+
+def projection_built_once(x, w, b, y, cache):
+    """Builds for the first call's tensors and hands that graph back every time."""
+    if "graph" not in _first:
+        _first["graph"] = _projection(x, w, b, y, cache)
+    return _first["graph"]
+
+
+# ------------------------------------------------------------------ GPU: wrong answers to exercise 2
+def _conv_graph(x, w, b, y, cache):
+    from helpers.recipes import conv_bias_relu
+
+    options = {} if cache is None else dict(kernel_cache=cache, is_dynamic_shape_enabled=True)
+    graph, io = conv_bias_relu.graph(dict(x=x, w=w, b=b, y=y), **options)
+    H.build(graph)
+    return graph, io
+
+
+def _out(x, w):
+    return torch.empty(x.shape[0], w.shape[0], *x.shape[2:], device=x.device,
+                       dtype=x.dtype).to(memory_format=torch.channels_last)
+
+
+def _run(graph, io, x, y):
+    graph.execute(io.pack(x=x, y=y), H.workspace_for(graph), handle=H.get_handle())
+    return y
+
+
+def serve_never_keeps(x, w, b, graphs, cache):
+    y = _out(x, w)
+    return _run(*_conv_graph(x, w, b, y, cache), x, y)
+
+
+def serve_rebuilds_and_replaces(x, w, b, graphs, cache):
+    y = _out(x, w)
+    graphs[tuple(x.shape)] = _conv_graph(x, w, b, y, cache)
+    return _run(*graphs[tuple(x.shape)], x, y)
+
+
+def serve_rebuilds_but_keeps_the_first(x, w, b, graphs, cache):
+    y = _out(x, w)
+    fresh = _conv_graph(x, w, b, y, cache)
+    graphs.setdefault(tuple(x.shape), fresh)
+    return _run(*fresh, x, y)
+
+
+def serve_keyed_by_request(x, w, b, graphs, cache):
+    y = _out(x, w)
+    graphs[id(y)] = _conv_graph(x, w, b, y, cache)
+    return _run(*graphs[id(y)], x, y)
+
+
+def serve_one_key_for_all(x, w, b, graphs, cache):
+    y = _out(x, w)
+    if "graph" not in graphs:
+        graphs["graph"] = _conv_graph(x, w, b, y, cache)
+    return _run(*graphs["graph"], x, y)
+
+
+def serve_without_cache(x, w, b, graphs, cache):
+    y = _out(x, w)
+    if tuple(x.shape) not in graphs:
+        graphs[tuple(x.shape)] = _conv_graph(x, w, b, y, None)
+    return _run(*graphs[tuple(x.shape)], x, y)
+
+
+# ------------------------------------------------------------------ GPU: wrong answers to exercise 3
+def restore_into_nothing(text):
+    return H.load_cudnn().create_kernel_cache()
+
+
+def restore_returns_the_text(text):
+    return text
+
+
+def restore_returns_nothing(text):
+    return None
+
+
+WRONG = [
+    ("07.build_projection", projection_without_cache, "the graph was built without a kernel cache"),
+    ("07.build_projection", projection_with_its_own_cache, "the graph was built with a kernel cache of its own"),
+    ("07.build_projection", projection_without_bias, "the output ignores the bias"),
+    ("07.build_projection", projection_into_its_own_buffer, "y was never written at B×S = 2×16"),
+    ("07.build_projection", projection_built_once, "correct at B×S = 2×16 but wrong at B×S = 3×40"),
+    ("07.serve", serve_never_keeps, "graphs holds 0 entries after 1 distinct batch size:"),
+    ("07.serve", serve_rebuilds_and_replaces, "request 3 (batch 2, a shape seen before) replaced the graph kept"),
+    ("07.serve", serve_rebuilds_but_keeps_the_first, "request 3 (batch 2, a shape seen before): 3 graphs built so far"),
+    ("07.serve", serve_keyed_by_request, "graphs holds 3 entries after 2 distinct batch sizes:"),
+    ("07.serve", serve_one_key_for_all, "your code raised ValueError: x: replacement is"),
+    ("07.serve", serve_without_cache, "the graph was built without a kernel cache"),
+    ("07.restore_cache", restore_into_nothing, "the cache you returned was empty"),
+    ("07.restore_cache", restore_returns_the_text, "restore_cache returned a string"),
+]
+
+
+@requires_gpu
+@pytest.mark.parametrize("key, answer, message", WRONG, ids=[w[1].__name__ for w in WRONG])
+def test_gpu_a_wrong_answer_is_rejected_with_its_reason(key, answer, message):
+    torch.backends.cuda.matmul.allow_tf32 = False
+    _first.clear()
+    verdict = X.exercise(key, answer, quiet=True)
+    assert verdict.status == "failed" and message in verdict.message, verdict
+
+
+@requires_gpu
+def test_gpu_a_static_projection_is_rejected():
+    """kernel_cache without is_dynamic_shape_enabled: named by the option check (or refused by cuDNN itself)."""
+    verdict = X.exercise("07.build_projection", projection_without_dynamic_shapes, quiet=True)
+    assert verdict.status == "failed", verdict
+    assert "is_dynamic_shape_enabled=True" in verdict.message or verdict.message.startswith("your code raised")
+
+
+@requires_gpu
+def test_gpu_returning_nothing_is_not_done():
+    assert X.exercise("07.restore_cache", restore_returns_nothing, quiet=True).status == "not done"
+
+
+@requires_gpu
+@pytest.mark.parametrize("key", sorted(KEYS))
+def test_gpu_the_reference_solution_passes(key):
+    torch.backends.cuda.matmul.allow_tf32 = False
+    verdict = X.exercise(key, H.solution(key), quiet=True)
+    assert verdict.status == "passed", verdict

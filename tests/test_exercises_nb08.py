@@ -1,0 +1,288 @@
+"""Notebook 08's exercises: the checkers reject the usual wrong answers, accept the reference solutions,
+and call an unfilled skeleton "not done".
+
+On CPU: the verdicts (which mistake a replay's outputs reveal) on hand-made tensors, and the notebook's own
+skeleton cells. On a GPU: real answers, right and wrong, run through the checkers.
+"""
+import importlib.util
+from pathlib import Path
+
+import nbformat
+import pytest
+import torch
+
+import helpers as H
+import helpers.exercises as X
+from helpers.exercises import nb08
+from tests.conftest import requires_gpu
+
+ROOT = Path(__file__).resolve().parent.parent
+NOTEBOOK = ROOT / "notebooks" / "08_cuda_graphs.ipynb"
+KEYS = ["08.capture_two", "08.serve", "08.swap_weights"]
+BF16 = torch.bfloat16
+TOL = H.tolerance(BF16)
+
+
+def _nan_like(t):
+    return torch.full_like(t, float("nan"), dtype=BF16)
+
+
+@pytest.fixture
+def refs():
+    g = torch.Generator().manual_seed(0)
+    return [torch.randn(1, 16, 64, generator=g) for _ in range(4)]
+
+
+# ------------------------------------------------------------------ CPU: 08.capture_two's verdict
+def test_capture_verdict_accepts_a_replay_that_wrote_both():
+    h_ref, y_ref = torch.randn(1, 16, 128), torch.randn(1, 16, 64)
+    msg = nb08.capture_verdict(empty=False, h=h_ref.to(BF16), h_ref=h_ref, y=y_ref.to(BF16), y_ref=y_ref, tol=TOL)
+    assert msg.startswith("correct — one CUDA graph replays both cuDNN graphs, rel err ")
+
+
+@pytest.mark.parametrize("empty, match", [
+    (True, r"^the replay wrote neither h nor y \(torch warned 'The CUDA Graph is empty'\): bind mlp.handle"),
+    (False, r"^the replay wrote neither h nor y: bind mlp.handle to the capture stream"),
+])
+def test_capture_verdict_names_an_empty_graph(empty, match):
+    h_ref, y_ref = torch.randn(1, 16, 128), torch.randn(1, 16, 64)
+    with pytest.raises(X.Wrong, match=match):
+        nb08.capture_verdict(empty=empty, h=_nan_like(h_ref), h_ref=h_ref, y=_nan_like(y_ref), y_ref=y_ref, tol=TOL)
+
+
+def test_capture_verdict_names_a_graph_without_the_second_cudnn_graph():
+    h_ref, y_ref = torch.randn(1, 16, 128), torch.randn(1, 16, 64)
+    with pytest.raises(X.Wrong, match="^the replay ran mlp.up but y is still NaN: record mlp.down too"):
+        nb08.capture_verdict(empty=False, h=h_ref.to(BF16), h_ref=h_ref, y=_nan_like(y_ref), y_ref=y_ref, tol=TOL)
+
+
+def test_capture_verdict_rejects_wrong_values_and_a_few_wrong_elements():
+    h_ref, y_ref = torch.randn(1, 16, 128), torch.randn(1, 16, 64)
+    with pytest.raises(X.Wrong, match=r"^h is wrong after the replay \(rel err"):
+        nb08.capture_verdict(empty=False, h=(-h_ref).to(BF16), h_ref=h_ref, y=y_ref.to(BF16), y_ref=y_ref, tol=TOL)
+    one_bad = y_ref.to(BF16)
+    one_bad[0, 3, 5] += 0.4     # too small to move the norm past the tolerance, far outside the element bound
+    with pytest.raises(X.Wrong, match=r"^y is wrong after the replay \(rel err"):
+        nb08.capture_verdict(empty=False, h=h_ref.to(BF16), h_ref=h_ref, y=one_bad, y_ref=y_ref, tol=TOL)
+
+
+# ------------------------------------------------------------------ CPU: 08.serve's verdict
+def _serve(outputs, refs, *, replays=4, stale=None, y_static=None):
+    stale = torch.randn(1, 16, 64) if stale is None else stale
+    y_static = torch.empty(1, 16, 64, dtype=BF16) if y_static is None else y_static
+    return nb08.serve_verdict(outputs, refs, stale_ref=stale, y_static=y_static, replays=replays, tol=TOL)
+
+
+def test_serve_verdict_accepts_one_own_copy_per_request(refs):
+    assert _serve([r.to(BF16) for r in refs], refs).startswith("correct — 4 requests, each output its own copy")
+
+
+def test_serve_verdict_rejects_the_static_output_itself(refs):
+    y_static = refs[-1].to(BF16)
+    with pytest.raises(X.Wrong, match="^an output is mlp.y itself: the next replay overwrites that buffer"):
+        _serve([y_static] * 4, refs, y_static=y_static)
+    with pytest.raises(X.Wrong, match="^an output is mlp.y itself"):   # a view of it is no better
+        _serve([r.to(BF16) for r in refs[:3]] + [y_static[0:1]], refs, y_static=y_static)
+
+
+def test_serve_verdict_rejects_a_stale_input(refs):
+    stale = torch.randn(1, 16, 64)
+    with pytest.raises(X.Wrong, match="^every output is the result for the input that was in mlp.x before serve"):
+        _serve([stale.to(BF16) for _ in refs], refs, stale=stale)
+
+
+def test_serve_verdict_rejects_reading_before_the_replay(refs):
+    late = [_nan_like(refs[0])] + [r.to(BF16) for r in refs[:-1]]
+    with pytest.raises(X.Wrong, match="^output i holds the result of request i-1: read mlp.y after the replay"):
+        _serve(late, refs)
+    with pytest.raises(X.Wrong, match=r"^output 0 is NaN \(the poison in mlp.y\)"):
+        _serve([_nan_like(refs[0])] + [r.to(BF16) for r in refs[1:]], refs)
+
+
+def test_serve_verdict_rejects_too_few_replays_wrong_counts_and_nothing(refs):
+    with pytest.raises(X.Wrong, match=r"^the captured graph was replayed 1 time\(s\) for 4 requests"):
+        _serve([r.to(BF16) for r in refs], refs, replays=1)
+    with pytest.raises(X.Wrong, match="^serve returned 3 outputs for 4 requests"):
+        _serve([r.to(BF16) for r in refs[:3]], refs)
+    with pytest.raises(X.Wrong, match=r"^output 1 has shape \(16, 64\)"):
+        _serve([refs[0].to(BF16), refs[1][0].to(BF16)] + [r.to(BF16) for r in refs[2:]], refs)
+    with pytest.raises(X.NotDone):
+        _serve(None, refs)
+    with pytest.raises(X.Wrong, match=r"^output 2 is wrong \(rel err"):
+        _serve([r.to(BF16) for r in refs[:2]] + [(2 * refs[2]).to(BF16), refs[3].to(BF16)], refs)
+
+
+# ------------------------------------------------------------------ CPU: 08.swap_weights's verdict
+@pytest.fixture
+def swap():
+    g = torch.Generator().manual_seed(1)
+    new, old, newer = (torch.randn(1, 16, 256, generator=g) for _ in range(3))
+    return dict(ref_new=new, ref_old=old, ref_reread=newer)
+
+
+def _swap(swap, *, intact=True, launched="new", fresh="new", reread="reread"):
+    pick = {"new": swap["ref_new"], "old": swap["ref_old"], "reread": swap["ref_reread"],
+            "nan": torch.full_like(swap["ref_new"], float("nan"))}
+    return nb08.swap_verdict(old_weights_intact=intact, launched=pick[launched].to(BF16), fresh=pick[fresh].to(BF16),
+                             reread=pick[reread].to(BF16), tol=TOL, **swap)
+
+
+def test_swap_verdict_accepts_a_repointed_graph(swap):
+    assert _swap(swap).startswith("correct — the launch reads w_new (checked again after rewriting it in place)")
+
+
+@pytest.mark.parametrize("case, match", [
+    (dict(intact=False), "^the old weight buffer was overwritten: point the graph at w_new"),
+    (dict(launched="nan"), r"^launching the returned graph left layer.y unwritten \(NaN\)"),
+    (dict(launched="old", fresh="new", reread="old"), "^layer.cuda_graph now reads w_new, but the executable graph "
+                                                      "you returned still reads the old weights: .*cudaGraphExecUpdate"),
+    (dict(launched="old", fresh="old", reread="old"), "^the launch still reads the old weights: call "
+                                                      "layer.graph.update_cuda_graph"),
+    (dict(fresh="old"), "^the launch uses w_new, but layer.cuda_graph itself was not updated"),
+    (dict(reread="new"), "^the graph does not read w_new's memory"),
+])
+def test_swap_verdict_names_the_missing_step(swap, case, match):
+    with pytest.raises(X.Wrong, match=match):
+        _swap(swap, **case)
+
+
+# ------------------------------------------------------------------ CPU: the notebook's cells
+def _exercise_cells():
+    nb = nbformat.read(NOTEBOOK, as_version=4)
+    cells = [c for c in nb.cells if c.cell_type == "code" and "H.exercise(" in c.source]
+    skeletons = [c for c in cells if "solution" not in c.metadata.get("tags", [])]
+    solutions = [c for c in cells if "solution" in c.metadata.get("tags", [])]
+    return skeletons, solutions
+
+
+
+
+def test_the_notebook_skeletons_are_not_done(tmp_path, capsys):
+    """Each skeleton cell, run as it is, prints the "not done" line (never a traceback, no GPU needed)."""
+    skeletons, _ = _exercise_cells()
+    for i, cell in enumerate(skeletons):
+        path = tmp_path / f"cell{i}.py"
+        path.write_text("import helpers as H\nimport torch\n\n" + cell.source + "\n")
+        spec = importlib.util.spec_from_file_location(f"nb08_cell{i}", path)
+        spec.loader.exec_module(importlib.util.module_from_spec(spec))
+    out = capsys.readouterr().out.splitlines()
+    assert out == ["… 08.capture_two: not done yet — replace the ... in capture_two",
+                   "… 08.serve: not done yet — replace the ... in serve",
+                   "… 08.swap_weights: not done yet — replace the ... in swap_weights"]
+
+
+def test_the_reference_solutions_load():
+    for key in KEYS:
+        assert callable(H.solution(key)), key
+        assert X.unfinished(H.solution(key)) is None, key
+
+
+# ------------------------------------------------------------------ GPU: real answers through the checkers
+def _run(mlp):
+    mlp.up.execute(mlp.up_pack, mlp.workspace, handle=mlp.handle)
+    mlp.down.execute(mlp.down_pack, mlp.workspace, handle=mlp.handle)
+
+
+def capture_without_binding(mlp):
+    """Wrong: the raw handle stays on the null stream, so the capture records nothing."""
+    _run(mlp)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        _run(mlp)
+    return graph
+
+
+def capture_only_up(mlp):
+    """Wrong: warm-up and binding done right, but only the first cuDNN graph is recorded."""
+    cudnn = H.load_cudnn()
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        cudnn.set_stream(mlp.handle, side.cuda_stream)
+        _run(mlp)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        cudnn.set_stream(mlp.handle, torch.cuda.current_stream().cuda_stream)
+        mlp.up.execute(mlp.up_pack, mlp.workspace, handle=mlp.handle)
+    return graph
+
+
+def serve_without_copy(mlp, cuda_graph, requests):
+    """Wrong: binds the request to the name, the graph still reads the old buffer."""
+    outputs = []
+    for request in requests:
+        mlp.x = request
+        cuda_graph.replay()
+        outputs.append(mlp.y.clone())
+    return outputs
+
+
+def serve_static_output(mlp, cuda_graph, requests):
+    """Wrong: returns mlp.y itself, which the next replay overwrites."""
+    outputs = []
+    for request in requests:
+        mlp.x.copy_(request)
+        cuda_graph.replay()
+        outputs.append(mlp.y)
+    return outputs
+
+
+def serve_eagerly(mlp, cuda_graph, requests):
+    """Wrong: right numbers, but computed by executing the cuDNN graphs, not by replaying the capture."""
+    cudnn = H.load_cudnn()
+    cudnn.set_stream(mlp.handle, torch.cuda.current_stream().cuda_stream)
+    outputs = []
+    for request in requests:
+        mlp.x.copy_(request)
+        _run(mlp)
+        outputs.append(mlp.y.clone())
+    return outputs
+
+
+def _pointers(layer, **buffers):
+    return {uid: t.data_ptr() for uid, t in layer.io.pack(**buffers).items()}
+
+
+def swap_without_exec_update(layer, w_new):
+    """Wrong: updates the cudaGraph_t but never pushes it into the executable graph."""
+    layer.graph.update_cuda_graph(layer.handle, _pointers(layer, w=w_new), layer.workspace.data_ptr(),
+                                  int(layer.cuda_graph))
+    return layer.graph_exec
+
+
+def swap_by_copying(layer, w_new):
+    """Wrong: right numbers once, but by overwriting the captured weights instead of repointing."""
+    layer.w.copy_(w_new)
+    return layer.graph_exec
+
+
+def swap_nothing(layer, w_new):
+    """Wrong: returns the executable graph untouched."""
+    return layer.graph_exec
+
+
+GPU_CASES = [
+    ("08.capture_two", capture_without_binding, "the replay wrote neither h nor y"),
+    ("08.capture_two", capture_only_up, "the replay ran mlp.up but y is still NaN"),
+    ("08.serve", serve_without_copy, "every output is the result for the input that was in mlp.x before serve ran"),
+    ("08.serve", serve_static_output, "an output is mlp.y itself"),
+    ("08.serve", serve_eagerly, "the captured graph was replayed 0 time(s) for 4 requests"),
+    ("08.swap_weights", swap_without_exec_update, "layer.cuda_graph now reads w_new, but the executable graph"),
+    ("08.swap_weights", swap_by_copying, "the old weight buffer was overwritten"),
+    ("08.swap_weights", swap_nothing, "the launch still reads the old weights"),
+]
+
+
+@requires_gpu
+@pytest.mark.parametrize("key", KEYS)
+def test_the_checker_accepts_the_reference_solution(key):
+    verdict = X.exercise(key, H.solution(key), quiet=True)
+    assert verdict.status == "passed", verdict.message
+
+
+@requires_gpu
+@pytest.mark.parametrize("key, answer, expected", GPU_CASES, ids=[c[1].__name__ for c in GPU_CASES])
+def test_the_checker_rejects_a_typical_wrong_answer(key, answer, expected):
+    verdict = X.exercise(key, answer, quiet=True)
+    assert verdict.status == "failed" and verdict.message.startswith(expected), verdict.message
