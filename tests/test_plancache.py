@@ -6,7 +6,11 @@ import pytest
 
 from helpers.recipes.plancache import MAGIC, PlanCache, PlanCacheWarning
 
-FP = {"gpu": "NVIDIA H200", "sm": 90, "cudnn_backend": 91900, "cudnn_frontend": "1.32.0"}
+FP = {"gpu": "NVIDIA H200", "sm": 90, "sm_count": 132, "driver": "580.159.04", "cuda_runtime": "13.0",
+      "cudnn_backend": 91900, "cudnn_frontend": "1.32.0"}
+# one value per fingerprint field that differs from FP's: what another machine (or an upgrade) would store
+ELSEWHERE = {"gpu": "NVIDIA A100-SXM4-80GB", "sm": 80, "sm_count": 66, "driver": "570.86.15",
+             "cuda_runtime": "12.8", "cudnn_backend": 92000, "cudnn_frontend": "1.33.0"}
 BLOB = bytes(range(256)) * 40
 META = {"shape": [32, 128, 56, 56], "dtype": "bfloat16"}
 
@@ -74,13 +78,29 @@ def test_garbage_and_bad_header(cache):
     assert dropped(cache, "k") == "corrupt"
 
 
-@pytest.mark.parametrize("field", ["gpu", "cudnn_backend", "cudnn_frontend"])
+@pytest.mark.parametrize("field", sorted(FP))
 def test_foreign_fingerprint(tmp_path, field):
     writer = PlanCache(tmp_path, fingerprint=FP)
     writer.put("k", BLOB)
-    other = dict(FP, **{field: "something else"})
+    other = dict(FP, **{field: ELSEWHERE[field]})
     reader = PlanCache(tmp_path, fingerprint=other)
     assert dropped(reader, "k") == "foreign"
+
+
+def test_the_fingerprint_names_gpu_sm_count_driver_cuda_and_cudnn(monkeypatch):
+    """current_fingerprint() reads every field from the device helpers (faked here: no GPU needed)."""
+    import types
+
+    import helpers.device as device
+    import helpers.libcudnn as libcudnn
+    from helpers.recipes.plancache import current_fingerprint
+
+    gpu = device.DeviceInfo(name="NVIDIA H200", index=0, sm=(9, 0), sm_count=132, memory_gb=140.0, l2_bytes=60 << 20)
+    fake_cudnn = types.SimpleNamespace(backend_version=lambda: 91900, __version__="1.32.0")
+    monkeypatch.setattr(device, "require_gpu", lambda: gpu)
+    monkeypatch.setattr(device, "versions", lambda: {"driver": "580.159.04", "cuda (torch build)": "13.0"})
+    monkeypatch.setattr(libcudnn, "load_cudnn", lambda: fake_cudnn)
+    assert current_fingerprint() == FP
 
 
 def test_foreign_format_version(cache):
@@ -175,6 +195,21 @@ def test_get_or_build_rebuilds_when_cudnn_refuses_the_blob(cache):
     with pytest.warns(PlanCacheWarning):
         again = cache.get_or_build(FakeGraph(), build, new_graph=lambda: FakeGraph(refuse=True))
     assert again.source == "rebuilt" and [w.reason for w in again.warnings] == ["undeserializable"]
+
+
+@pytest.mark.parametrize("field", ["sm_count", "driver", "cuda_runtime"])
+def test_a_new_driver_cuda_or_sm_count_rebuilds_safely_and_loses_nothing(tmp_path, field):
+    """The entry written before the change is refused (never run), the graph is rebuilt and stored under the
+    new fingerprint, so the next run loads again; nothing raises and no plan is lost."""
+    before = PlanCache(tmp_path, fingerprint=FP)
+    assert before.get_or_build(FakeGraph(), build, meta=META, new_graph=FakeGraph).source == "built"
+    after = PlanCache(tmp_path, fingerprint=dict(FP, **{field: ELSEWHERE[field]}))
+    with pytest.warns(PlanCacheWarning):
+        result = after.get_or_build(FakeGraph(), build, meta=META, new_graph=FakeGraph)
+    assert result.source == "rebuilt" and result.graph.built and [w.reason for w in result.warnings] == ["foreign"]
+    again = after.get_or_build(FakeGraph(), build, meta=META, new_graph=FakeGraph)
+    assert again.source == "loaded" and again.graph.loaded == BLOB, "the rebuilt plan was stored"
+    assert len(after.entries()) == 1
 
 
 def test_get_or_build_foreign_entry(tmp_path):

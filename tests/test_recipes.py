@@ -238,25 +238,72 @@ def test_workers_are_modules_that_import_without_a_gpu(module):
 def test_cache_worker_usage_and_plan_worker_mode_errors_are_one_line():
     out = subprocess.run([sys.executable, "-m", "helpers.recipes.workers.cache_worker"], capture_output=True,
                          text=True, cwd=ROOT, timeout=120)
-    assert out.returncode == 2 and "--batch" in out.stderr
+    assert out.returncode == 2 and "{conv,mlp}" in out.stderr
+    out = subprocess.run([sys.executable, "-m", "helpers.recipes.workers.cache_worker", "mlp", "--mode", "fast",
+                          "--tokens", "8", "--hidden", "8", "--ffn", "8"], capture_output=True, text=True, cwd=ROOT,
+                         timeout=120)
+    assert out.returncode == 2 and "invalid choice: 'fast'" in out.stderr
     out = subprocess.run([sys.executable, "-m", "helpers.recipes.workers.plan_worker", "rebuild", "/nonexistent"],
                          capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert out.returncode != 0 and "mode must be build or load" in out.stderr
 
 
+def test_cache_worker_modes_parse_to_their_arguments():
+    from helpers.recipes.workers import cache_worker
+
+    conv = cache_worker.parse_args(["conv", "--batch", "24", "--channels", "8", "--filters", "16", "--size", "7"])
+    assert (conv.graph, conv.batch, conv.filter_size, conv.cache) == ("conv", 24, 3, None)
+    mlp = cache_worker.parse_args(["mlp", "--mode", "pinned", "--tokens", "128", "384", "--hidden", "64", "--ffn", "96"])
+    assert (mlp.graph, mlp.mode, mlp.tokens, mlp.hidden, mlp.ffn, mlp.iters) == ("mlp", "pinned", [128, 384], 64, 96, 20)
+    assert cache_worker.MLP_MODES == ("static", "heuristics", "pinned")
+    with pytest.raises(ValueError, match="mode must be one of"):
+        cache_worker.mlp_sweep("fast", [8], 8, 8)
+
+
 def test_plan_worker_graph_kinds_construct_on_meta_tensors():
-    """The worker's conv and SDPA kinds are the recipes' graphs (the matmul kind needs libcudnn)."""
+    """The worker's conv and SDPA kinds are the recipes' graphs; its matmul is made with the recipes'
+    ``new_graph`` (io dtype in memory, fp32 math), so it constructs without libcudnn too."""
     from helpers.recipes.workers import plan_worker
 
     conv = conv_bias_relu.make_tensors(2, 8, 10, 16, dtype=torch.bfloat16, **META)
     graph, io = plan_worker.make_graph("conv", conv)
     assert _nodes(graph) == [("conv", "CONV_FPROP"), ("bias", "POINTWISE"), ("relu", "POINTWISE")]
+    mm = dict(a=torch.empty(1, 64, 32, dtype=torch.bfloat16, **META), b=torch.empty(1, 32, 48, dtype=torch.bfloat16, **META),
+              c=torch.empty(1, 64, 48, dtype=torch.bfloat16, **META))
+    graph, io = plan_worker.make_graph("matmul", mm)
+    assert _nodes(graph) == [("matmul", "MATMUL")] and list(io.uids) == ["a", "b", "c"]
+    assert graph.nodes[0].compute_data_type == torch.float32  # new_graph's fp32 math
     q = torch.empty(1, 2, 64, 32, dtype=torch.bfloat16, **META)
     t = dict(q=q, k=q.clone(), v=q.clone())
     graph, io = plan_worker.make_graph("sdpa", t)
     assert _nodes(graph) == [("sdpa", "SDPA")] and t["o"].shape == q.shape and list(io.uids) == ["q", "k", "v", "o"]
     with pytest.raises(ValueError, match="unknown graph kind"):
         plan_worker.make_graph("lstm", {})
+
+
+def test_plan_worker_names_the_plan_build_plans_selected():
+    """The first candidate that builds (what build_plans' heuristics choice selects), not simply index 0."""
+    from helpers.recipes.workers import plan_worker
+
+    class Plans:
+        names = ["eng9_declines", "eng0_k2=1", "eng3"]
+
+        def get_execution_plan_count(self):
+            return len(self.names)
+
+        def build_plan_at_index(self, i):
+            if i == 0:
+                raise RuntimeError("cudnnGraphNotSupportedError")
+            return self
+
+        def get_plan_name_at_index(self, i):
+            return self.names[i]
+
+        def get_behavior_notes(self):
+            return [cudnn.behavior_note.RUNTIME_COMPILATION]
+
+    assert plan_worker.chosen_plan_name(Plans()) == "eng0_k2=1"
+    assert plan_worker.behavior_notes(Plans()) == ["RUNTIME_COMPILATION"]
 
 
 # ------------------------------------------------------------------ GPU: recipes build, run and pass their checks
@@ -334,11 +381,20 @@ def test_gpu_workers_run_as_modules(tmp_path):
     import os
 
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
-    out = subprocess.run([sys.executable, "-m", "helpers.recipes.workers.cache_worker", "--batch", "2", "--channels",
-                          "16", "--filters", "16", "--size", "8"], capture_output=True, text=True, env=env,
+    out = subprocess.run([sys.executable, "-m", "helpers.recipes.workers.cache_worker", "conv", "--batch", "2",
+                          "--channels", "16", "--filters", "16", "--size", "8"], capture_output=True, text=True, env=env,
                          timeout=300, cwd=tmp_path)
     result = json.loads([l for l in out.stdout.splitlines() if l.startswith("RESULT ")][-1][7:])
     assert result["ok"], result["check"]
+    for mode in ("static", "pinned"):
+        out = subprocess.run([sys.executable, "-m", "helpers.recipes.workers.cache_worker", "mlp", "--mode", mode,
+                              "--tokens", "64", "96", "--hidden", "128", "--ffn", "256", "--iters", "3"],
+                             capture_output=True, text=True, env=env, timeout=300, cwd=tmp_path)
+        result = json.loads([l for l in out.stdout.splitlines() if l.startswith("RESULT ")][-1][7:])
+        assert result["ok"] and [r["tokens"] for r in result["rows"]] == [64, 96], result
+        assert all(r["build_ms"] > 0 and r["call_ms"] > 0 for r in result["rows"]), result
+        if mode == "pinned":
+            assert result["rows"][1]["how"] == "pinned" or result["rows"][1]["how"].startswith("pin refused")
     (tmp_path / "job.json").write_text(json.dumps({"dtype": H.dtype_name(H.working_dtype()), "graphs": {
         "g0": {"kind": "conv", "shape": {"N": 2, "C": 16, "H": 8, "W": 8, "K": 16}},
         "g1": {"kind": "matmul", "shape": {"M": 64, "N": 64, "K": 64}}}}))
@@ -350,3 +406,21 @@ def test_gpu_workers_run_as_modules(tmp_path):
         assert all("error" not in g for g in report["graphs"].values()), report
     for name in ("g0", "g1"):
         assert torch.equal(torch.load(tmp_path / f"{name}.build.out.pt"), torch.load(tmp_path / f"{name}.load.out.pt"))
+
+
+@requires_gpu
+def test_gpu_plan_worker_reports_plan_and_notes_and_can_skip_outputs(tmp_path):
+    import os
+
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    (tmp_path / "job.json").write_text(json.dumps({"dtype": H.dtype_name(H.working_dtype()), "save_outputs": False,
+                                                   "graphs": {"g0": {"kind": "matmul", "shape": {"M": 64, "N": 64, "K": 64}}}}))
+    for mode in ("build", "load"):
+        run = subprocess.run([sys.executable, "-m", "helpers.recipes.workers.plan_worker", mode, str(tmp_path)],
+                             capture_output=True, text=True, env=env, timeout=300)
+        assert run.returncode == 0, run.stderr[-2000:]
+    built = json.loads((tmp_path / "report-build.json").read_text())["graphs"]["g0"]
+    assert built["plan"] and built["plan"] != "unknown" and isinstance(built["notes"], list), built
+    assert all(n in {b.name for b in cudnn.behavior_note} for n in built["notes"]), built["notes"]
+    assert json.loads((tmp_path / "report-load.json").read_text())["graphs"]["g0"]["load_ms"] > 0
+    assert not list(tmp_path.glob("*.out.pt")), "save_outputs=false writes no outputs"

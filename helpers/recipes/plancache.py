@@ -7,8 +7,9 @@ checks all of it on load:
 
     MAGIC | header length (u32 LE) | header (JSON, utf-8) | blob
 
-The header holds the format, the full key, the fingerprint (GPU, backend,
-frontend), caller metadata (e.g. the shape), and the blob's size and SHA-256.
+The header holds the format, the full key, the fingerprint (GPU model, SM
+version and SM count, driver, CUDA runtime, cuDNN backend and frontend), caller
+metadata (e.g. the shape), and the blob's size and SHA-256.
 An entry that is truncated, corrupt, from another fingerprint, stored under
 another key or with other metadata is never returned: ``get`` warns
 (``PlanCacheWarning``, with a ``reason``), deletes the entry and returns None,
@@ -47,13 +48,20 @@ class PlanCacheWarning(UserWarning):
 
 
 def current_fingerprint() -> dict:
-    """What a serialized plan depends on, for this process (needs a GPU)."""
-    from ..device import require_gpu
+    """What a serialized plan depends on, for this process (needs a GPU).
+
+    The GPU model, its SM version and SM count (a MIG slice or a cut-down SKU of the same model has fewer SMs,
+    and tile choices depend on them), the driver (it loads the plan's kernels), the CUDA runtime torch ships,
+    and the cuDNN backend and frontend versions. Any change rebuilds every entry once: that is the price of
+    never running a plan made for something else. ``driver`` is None where ``nvidia-smi`` is missing."""
+    from ..device import require_gpu, versions
     from ..libcudnn import load_cudnn
 
     cudnn = load_cudnn()
     d = require_gpu()
-    return {"gpu": d.name, "sm": d.sm_version, "cudnn_backend": int(cudnn.backend_version()),
+    v = versions()
+    return {"gpu": d.name, "sm": d.sm_version, "sm_count": int(d.sm_count), "driver": v.get("driver"),
+            "cuda_runtime": v.get("cuda (torch build)"), "cudnn_backend": int(cudnn.backend_version()),
             "cudnn_frontend": str(cudnn.__version__)}
 
 
@@ -75,8 +83,9 @@ class CacheResult:
 class PlanCache:
     """``PlanCache(directory, fingerprint=...)``: one file per key.
 
-    ``fingerprint`` defaults to :func:`current_fingerprint` (GPU model, cuDNN
-    backend and frontend). Pass one explicitly to use the file layer without a GPU.
+    ``fingerprint`` defaults to :func:`current_fingerprint` (GPU model, SM version
+    and count, driver, CUDA runtime, cuDNN backend and frontend). Pass one
+    explicitly to use the file layer without a GPU.
     """
 
     def __init__(self, directory: str | os.PathLike, fingerprint: dict | None = None):

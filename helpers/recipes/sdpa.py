@@ -1,7 +1,8 @@
-"""Scaled dot-product attention (forward) as one cuDNN graph.
+"""Scaled dot-product attention as cuDNN graphs: the forward (``sdpa``) and the backward (``sdpa_backward``).
 
-Taught in notebook 05 (section 3 builds it step by step); reused by 06 (plan serialization).
-Tensors are named q, k, v and o (plus stats for training) in the variant pack.
+Taught in notebook 05 (section 3 builds the forward step by step, section 5 the backward); used by 06 (plan
+serialization) and 08 (both graphs wrapped as a PyTorch custom op). In the variant pack the forward's tensors
+are named q, k, v and o (plus stats for training); the backward's q, k, v, o, dO, stats in and dq, dk, dv out.
 """
 from __future__ import annotations
 
@@ -39,6 +40,27 @@ def forward_graph(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: 
     io.output("o", o_graph, outputs["o"])
     if generate_stats:
         io.output("stats", stats_graph, outputs["stats"])
+    return g, io, outputs
+
+
+def backward_graph(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.Tensor, do: torch.Tensor,
+                   stats: torch.Tensor, *, causal: bool, attn_scale: float, handle=None):
+    """SDPA backward: dQ, dK, dV from the forward's q, k, v, o and stats [B,H,S,1] fp32 and the incoming
+    gradient ``do`` (like o), each in any layout its strides describe (k, v may have fewer heads: GQA).
+    ``causal`` and ``attn_scale`` must be the forward's. Not yet built. Returns ``(graph, io, outputs)``:
+    outputs are new, NaN-poisoned buffers ``dq``, ``dk``, ``dv``, each like its input (same layout)."""
+    g = new_graph(q.dtype, handle)
+    io = GraphIO(g, dtype=q.dtype)
+    inputs = [io.input(name, t) for name, t in [("q", q), ("k", k), ("v", v), ("o", o), ("dO", do)]]
+    inputs.append(io.input("stats", stats, dtype=torch.float32))
+    dq_graph, dk_graph, dv_graph = g.sdpa_backward(*inputs, attn_scale=attn_scale, name="sdpa_backward",
+                                                   **causal_mask(causal))
+    outputs = {"dq": torch.empty_like(q), "dk": torch.empty_like(k), "dv": torch.empty_like(v)}
+    if q.device.type != "meta":
+        for buf in outputs.values():
+            poison_(buf)
+    for name, graph_tensor in [("dq", dq_graph), ("dk", dk_graph), ("dv", dv_graph)]:
+        io.output(name, graph_tensor, outputs[name])
     return g, io, outputs
 
 

@@ -3,9 +3,11 @@
     python -m helpers.recipes.workers.plan_worker build WORKDIR   # builds, serializes, saves inputs and outputs
     python -m helpers.recipes.workers.plan_worker load WORKDIR    # deserializes what ``build`` saved, runs it
 
-Reads ``WORKDIR/job.json`` (``{"dtype": "bfloat16", "graphs": {name: spec}}``; a spec has ``kind`` =
-conv | matmul | sdpa, ``shape``, and optionally ``plan_name`` + ``heuristic_modes`` for a tuned plan) and
-writes ``WORKDIR/report-<mode>.json``. Inputs come from a fixed seed, so both processes agree.
+Reads ``WORKDIR/job.json`` (``{"dtype": "bfloat16", "graphs": {name: spec}, "save_outputs": true}``; a spec
+has ``kind`` = conv | matmul | sdpa, ``shape``, and optionally ``plan_name`` + ``heuristic_modes`` for a tuned
+plan) and writes ``WORKDIR/report-<mode>.json``: per graph the build or load time, and (build) the chosen plan's
+name and behaviour notes. Inputs come from a fixed seed and are saved by ``build``, so both processes agree;
+outputs are saved for the notebook's checks unless ``save_outputs`` is false (repeat runs only time).
 """
 from __future__ import annotations
 
@@ -22,6 +24,7 @@ import torch  # noqa: E402
 
 import helpers as H  # noqa: E402
 from helpers.recipes import autotune, conv_bias_relu, sdpa  # noqa: E402
+from helpers.recipes._common import new_graph  # noqa: E402
 
 OUTPUTS = {"conv": "y", "matmul": "c", "sdpa": "o"}
 
@@ -47,9 +50,7 @@ def make_inputs(spec: dict, dtype: torch.dtype, seed: int = 0) -> dict:
 
 def matmul_graph(t: dict, handle=None):
     """A plain batched matmul C = A @ B."""
-    cudnn = H.load_cudnn()
-    graph = cudnn.pygraph(io_data_type=t["a"].dtype, intermediate_data_type=torch.float32,
-                          compute_data_type=torch.float32, handle=handle or H.get_handle())
+    graph = new_graph(t["a"].dtype, handle)
     io = H.GraphIO(graph, dtype=t["a"].dtype)
     io.output("c", graph.matmul(A=io.input("a", t["a"]), B=io.input("b", t["b"]), name="matmul"), t["c"])
     return graph, io
@@ -78,13 +79,32 @@ def build(graph, spec: dict) -> None:
         H.build(graph)
 
 
+def chosen_plan_name(graph) -> str:
+    """The name of the plan ``H.build`` selected. ``build_plans`` (heuristics' choice) selects the first
+    candidate that builds; the same walk finds it again, and costs nothing more: ``build_plan_at_index``
+    returns at once for a plan already built (and selects the same one)."""
+    for index in range(graph.get_execution_plan_count()):
+        try:
+            graph.build_plan_at_index(index)
+        except Exception:  # a candidate build_plans skipped, too
+            continue
+        return graph.get_plan_name_at_index(index)
+    return "unknown"
+
+
+def behavior_notes(graph) -> list[str]:
+    """The selected plan's behaviour notes by name (``RUNTIME_COMPILATION``, ``CUBLASLT_DEPENDENCY`` ...)."""
+    return [getattr(note, "name", str(note)) for note in graph.get_behavior_notes()]
+
+
 def warm_up(dtype: torch.dtype) -> None:
-    """Build, serialize, deserialize and run one tiny pointwise graph, so the one-time costs of both
-    paths (library loading, the first build, the first deserialize) are charged to nobody."""
+    """Build, serialize, deserialize and run one tiny pointwise graph, so the one-time costs every graph
+    shares (library loading, the handle, the first build and the first deserialize) are charged to nobody.
+    An engine's own first use is not covered: the notebook lists a graph twice to measure it."""
     cudnn = H.load_cudnn()
     a = torch.randn(8, 8, 8, device="cuda", dtype=dtype)
     out = torch.empty_like(a)
-    graph = cudnn.pygraph(io_data_type=dtype, compute_data_type=torch.float32, handle=H.get_handle())
+    graph = new_graph(dtype)
     io = H.GraphIO(graph, dtype=dtype)
     io.output("out", graph.relu(input=io.input("a", a), name="relu"), out)
     H.build(graph)
@@ -101,7 +121,7 @@ def run(graph, pack: dict, out: torch.Tensor) -> None:
     torch.cuda.synchronize()
 
 
-def build_one(name: str, spec: dict, dtype: torch.dtype, work: Path) -> dict:
+def build_one(name: str, spec: dict, dtype: torch.dtype, work: Path, save_outputs: bool = True) -> dict:
     t = make_inputs(spec, dtype)
     torch.cuda.synchronize()
     t0 = time.perf_counter()
@@ -113,11 +133,17 @@ def build_one(name: str, spec: dict, dtype: torch.dtype, work: Path) -> dict:
     (work / f"{name}.uids.json").write_text(json.dumps(io.uids))
     torch.save(t, work / f"{name}.inputs.pt")
     run(graph, io.pack(), t[OUTPUTS[spec["kind"]]])
-    torch.save(t[OUTPUTS[spec["kind"]]].cpu(), work / f"{name}.build.out.pt")
-    return {"build_ms": ms, "plan_bytes": len(blob)}
+    if save_outputs:
+        torch.save(t[OUTPUTS[spec["kind"]]].cpu(), work / f"{name}.build.out.pt")
+    try:  # after serialize and run: it times nothing, and a failed query must not fail the graph
+        notes = behavior_notes(graph)
+        plan = spec.get("plan_name") or chosen_plan_name(graph)
+    except Exception as exc:
+        notes, plan = [], f"unknown ({H.first_line(exc, 80)})"
+    return {"build_ms": ms, "plan_bytes": len(blob), "plan": plan, "notes": notes}
 
 
-def load_one(name: str, spec: dict, work: Path) -> dict:
+def load_one(name: str, spec: dict, work: Path, save_outputs: bool = True) -> dict:
     cudnn = H.load_cudnn()
     blob = (work / f"{name}.plan").read_bytes()
     uids = json.loads((work / f"{name}.uids.json").read_text())
@@ -128,7 +154,8 @@ def load_one(name: str, spec: dict, work: Path) -> dict:
     graph.deserialize(H.get_handle(), blob)          # ... receives the plan
     ms = (time.perf_counter() - t0) * 1e3
     run(graph, {uids[n]: t[n] for n in uids}, t[OUTPUTS[spec["kind"]]])   # bound by UID only
-    torch.save(t[OUTPUTS[spec["kind"]]].cpu(), work / f"{name}.load.out.pt")
+    if save_outputs:
+        torch.save(t[OUTPUTS[spec["kind"]]].cpu(), work / f"{name}.load.out.pt")
     return {"load_ms": ms}
 
 
@@ -140,11 +167,13 @@ def main(mode: str, workdir: str) -> None:
     work = Path(workdir)
     job = json.loads((work / "job.json").read_text())
     dtype = getattr(torch, job["dtype"])
+    save_outputs = bool(job.get("save_outputs", True))
     warm_up(dtype)
     report = {"started_at": T_START, "imported_at": imported, "graphs": {}}
     for name, spec in job["graphs"].items():
         try:
-            entry = build_one(name, spec, dtype, work) if mode == "build" else load_one(name, spec, work)
+            entry = (build_one(name, spec, dtype, work, save_outputs) if mode == "build"
+                     else load_one(name, spec, work, save_outputs))
         except Exception as exc:  # report it; the notebook says which graph failed and why
             entry = {"error": H.first_line(exc, 200)}
         report["graphs"][name] = entry
