@@ -7,6 +7,7 @@ import pytest
 
 import helpers.exercises as X
 from helpers.errors import CourseError
+from tests.conftest import requires_gpu
 from tools import student
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -211,3 +212,47 @@ def test_every_exercise_has_a_skeleton_a_graded_solution_and_a_checker(path):
                  and "solution" not in c.metadata.get("tags", [])]
     for cell in skeletons:
         assert "..." in cell.source, f"{path.name}: a learner cell without a skeleton to fill in: {cell.source[:80]!r}"
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")), ids=lambda p: p.name[:2])
+def test_every_unfilled_skeleton_prints_one_not_done_line(path, tmp_path, capsys):
+    """Each learner cell, run as it stands (from a file, so its source can be read), prints one friendly line."""
+    import importlib.util
+
+    nb = nbformat.read(path, as_version=4)
+    learner, _ = _exercise_keys_in(nb)
+    cells = [c for c in nb.cells if c.cell_type == "code" and "H.exercise(" in c.source
+             and "solution" not in c.metadata.get("tags", [])]
+    for i, cell in enumerate(cells):
+        file = tmp_path / f"skeleton_{path.name[:2]}_{i}.py"
+        file.write_text("import torch\nimport cudnn\nimport helpers as H\nIO_DTYPE = torch.bfloat16\n" + cell.source + "\n")
+        spec = importlib.util.spec_from_file_location(file.stem, file)
+        spec.loader.exec_module(importlib.util.module_from_spec(spec))
+        out = capsys.readouterr().out
+        assert out.count("\n") == 1 and out.startswith("… ") and ": not done yet — replace the ... in " in out, out
+        assert out.split(":")[0][2:] in learner, out
+
+
+def test_every_reference_solution_loads_and_is_filled_in():
+    keys = set()
+    for path in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")):
+        keys |= _exercise_keys_in(nbformat.read(path, as_version=4))[1]
+    assert len(keys) >= 16, sorted(keys)
+    for key in sorted(keys):
+        answer = X.solution(key)
+        assert callable(answer) and X.unfinished(answer) is None, key
+
+
+def _all_keys() -> list[str]:
+    keys = set()
+    for path in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")):
+        keys |= _exercise_keys_in(nbformat.read(path, as_version=4))[1]
+    return sorted(keys)
+
+
+@requires_gpu
+@pytest.mark.parametrize("key", _all_keys())
+def test_every_checker_accepts_its_reference_solution(key):
+    """The notebooks' solution cells do this too (nbval); here it runs without the notebook."""
+    verdict = X.exercise(key, X.solution(key), quiet=True)
+    assert verdict.status in ("passed", "skipped") and verdict.message, verdict

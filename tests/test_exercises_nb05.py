@@ -3,11 +3,9 @@ solutions, and the notebook's skeletons report "not done".
 
 On CPU the grading logic runs with PyTorch-made answers (``device="cpu"``); the GPU tests grade cuDNN
 graphs, the reference solutions included."""
-import importlib.util
 import math
 from pathlib import Path
 
-import nbformat
 import pytest
 import torch
 
@@ -17,7 +15,6 @@ from helpers.exercises import nb05
 from tests.conftest import requires_gpu
 
 ROOT = Path(__file__).resolve().parent.parent
-NOTEBOOK = ROOT / "notebooks" / "05_sdpa_attention.ipynb"
 KEYS = ("05.sliding_window", "05.merge_chunks")
 
 
@@ -149,27 +146,6 @@ def test_merge_chunks_wants_a_pair_of_the_right_shapes():
 
 
 # ------------------------------------------------------------------ the notebook's cells
-def _exercise_cells():
-    nb = nbformat.read(NOTEBOOK, as_version=4)
-    cells = [c for c in nb.cells if c.cell_type == "code" and "H.exercise(\"05." in c.source]
-    learner = [c for c in cells if "solution" not in c.metadata.get("tags", [])]
-    graded = [c for c in cells if "solution" in c.metadata.get("tags", [])]
-    return learner, graded
-
-
-
-
-def test_the_notebooks_skeletons_say_not_done(tmp_path, capsys):
-    """Each learner cell, run as it is (from a file, so its source can be read), prints "not done"."""
-    learner, _ = _exercise_cells()
-    for n, cell in enumerate(learner):
-        path = tmp_path / f"skeleton_{n}.py"
-        path.write_text("import helpers as H\n" + cell.source + "\n")
-        spec = importlib.util.spec_from_file_location(f"skeleton_{n}", path)
-        spec.loader.exec_module(importlib.util.module_from_spec(spec))
-    out = capsys.readouterr().out.splitlines()
-    assert out == ["… 05.sliding_window: not done yet — replace the ... in sliding_window_sdpa",
-                   "… 05.merge_chunks: not done yet — replace the ... in merge_chunks"]
 
 
 def test_solutions_load():
@@ -194,13 +170,6 @@ def _cudnn_band(left_bound_of):
         g.execute(io.pack(), H.workspace_for(g), handle=H.get_handle())
         return g
     return sliding_window_sdpa
-
-
-@requires_gpu
-@pytest.mark.parametrize("key", KEYS)
-def test_the_reference_solutions_pass(key):
-    verdict = X.exercise(key, X.solution(key))
-    assert verdict.status == "passed", verdict.message
 
 
 @requires_gpu

@@ -5,10 +5,8 @@ On CPU: the option check (which kernel cache a graph was constructed with, and d
 counter, the answer unpacking and the notebook's own skeleton cells. On a GPU: real answers, right and wrong,
 run through the checkers.
 """
-import importlib.util
 from pathlib import Path
 
-import nbformat
 import pytest
 import torch
 
@@ -18,7 +16,6 @@ from helpers.exercises import nb07
 from tests.conftest import requires_gpu
 
 ROOT = Path(__file__).resolve().parent.parent
-NOTEBOOK = ROOT / "notebooks" / "07_dynamic_shapes_kernel_cache.ipynb"
 KEYS = {"07.build_projection": "build_projection", "07.serve": "serve", "07.restore_cache": "restore_cache"}
 cudnn = pytest.importorskip("cudnn")
 
@@ -78,34 +75,6 @@ def test_the_checkers_are_registered():
 
 
 # ------------------------------------------------------------------ CPU: the notebook's cells
-def _exercise_cells():
-    nb = nbformat.read(NOTEBOOK, as_version=4)
-    cells = {}
-    for cell in nb.cells:
-        for key in KEYS:
-            if cell.cell_type == "code" and f'H.exercise("{key}"' in cell.source:
-                kind = "solution" if "solution" in cell.metadata.get("tags", []) else "skeleton"
-                cells[key, kind] = cell
-    return cells
-
-
-
-
-@pytest.mark.parametrize("key", sorted(KEYS))
-def test_the_notebooks_unfilled_skeleton_says_not_done(tmp_path, capsys, key):
-    """The skeleton cell, run as it stands (from a file, so its source can be read), prints one line."""
-    source = _exercise_cells()[key, "skeleton"].source
-    path = tmp_path / f"skeleton_{key.replace('.', '_')}.py"
-    path.write_text("import torch\nimport helpers as H\ncudnn = None\n" + source + "\n")
-    spec = importlib.util.spec_from_file_location(path.stem, path)
-    spec.loader.exec_module(importlib.util.module_from_spec(spec))
-    assert capsys.readouterr().out == f"… {key}: not done yet — replace the ... in {KEYS[key]}\n"
-
-
-def test_the_reference_solutions_load_and_hold_no_ellipsis():
-    for key in KEYS:
-        answer = H.solution(key)
-        assert callable(answer) and X.unfinished(answer) is None, key
 
 
 # ------------------------------------------------------------------ GPU: wrong answers to exercise 1
@@ -263,9 +232,3 @@ def test_gpu_returning_nothing_is_not_done():
     assert X.exercise("07.restore_cache", restore_returns_nothing, quiet=True).status == "not done"
 
 
-@requires_gpu
-@pytest.mark.parametrize("key", sorted(KEYS))
-def test_gpu_the_reference_solution_passes(key):
-    torch.backends.cuda.matmul.allow_tf32 = False
-    verdict = X.exercise(key, H.solution(key), quiet=True)
-    assert verdict.status == "passed", verdict
