@@ -1,7 +1,17 @@
-"""Device facts: which GPU, its datasheet ceilings, the working dtype, versions."""
+"""Device facts: which GPU, its datasheet ceilings, the working dtype, versions.
+
+**Rehearsing another GPU.** ``COURSE_GPU=t4|l4|a100|h100`` (off by default; for maintainers and CI) makes
+the course's own view of the device that of a GPU users have: name, compute capability, SM count, memory,
+datasheet peaks, and so the working dtype and every feature gate (``helpers.features``). torch,
+``torch.compile`` and cuDNN keep running on the real GPU; its L2 size stays real too (the cache flush must
+cover the cache that exists). Under a profile, torch's caching allocator is capped at the profile's memory,
+so a notebook that would not fit that GPU fails here too. ``require_gpu()`` prints one line saying the
+rehearsal is on. See ``PROFILES``.
+"""
 from __future__ import annotations
 
 import functools
+import os
 import platform
 from dataclasses import dataclass, field
 
@@ -33,6 +43,37 @@ _DATASHEET = [
 ]
 
 
+# GPUs our users have, as the course sees them under COURSE_GPU. Memory is what torch reports on that GPU
+# (a "16 GB" T4 shows 14.7 GiB); ``colab`` is the Colab tier that offers it.
+@dataclass(frozen=True)
+class Profile:
+    key: str
+    name: str
+    sm: tuple[int, int]
+    sm_count: int
+    memory_gb: float
+    colab: str
+
+
+PROFILES = {p.key: p for p in (
+    Profile("t4", "Tesla T4", (7, 5), 40, 14.7, "free"),
+    Profile("l4", "NVIDIA L4", (8, 9), 58, 22.0, "paid"),
+    Profile("a100", "NVIDIA A100-SXM4-40GB", (8, 0), 108, 39.4, "paid"),
+    Profile("h100", "NVIDIA H100 80GB HBM3", (9, 0), 132, 79.1, "paid"),
+)}
+PROFILE_ENV = "COURSE_GPU"
+
+
+def active_profile() -> Profile | None:
+    """The profile ``COURSE_GPU`` names, or None when the switch is off (unset or empty)."""
+    key = os.environ.get(PROFILE_ENV, "").strip().lower()
+    if not key:
+        return None
+    if key not in PROFILES:
+        raise ValueError(f"{PROFILE_ENV}={key!r} is not a GPU profile; use one of {', '.join(PROFILES)} (or unset it)")
+    return PROFILES[key]
+
+
 @dataclass(frozen=True)
 class DeviceInfo:
     name: str
@@ -45,6 +86,7 @@ class DeviceInfo:
     # are ``H.measured_peak_tflops`` / ``H.measured_bandwidth_gbps`` (helpers/timing.py).
     datasheet_tflops: dict = field(default_factory=dict)  # {"bfloat16": ..., "float16": ..., "float8_e4m3fn": ...}
     datasheet_gbps: float | None = None
+    rehearsed_on: str | None = None  # the real GPU's name when a COURSE_GPU profile is on, else None
 
     @property
     def sm_version(self) -> int:
@@ -73,11 +115,21 @@ def has_gpu() -> bool:
 
 
 def require_gpu() -> "DeviceInfo":
-    """The current GPU's facts, or ``NoGPUError`` with one clear line."""
+    """The current GPU's facts, or ``NoGPUError`` with one clear line. Under a ``COURSE_GPU`` profile it
+    prints, once per process, which GPU is rehearsed on which."""
     if not has_gpu():
         reason = "torch is a CPU-only build" if torch.version.cuda is None else "no CUDA device is visible to torch"
         raise NoGPUError(f"No NVIDIA GPU found ({reason}): these notebooks need one — use a GPU machine or Colab (Runtime → GPU).")
-    return device_info()
+    info = device_info()
+    if info.rehearsed_on and not _announced:
+        _announced.append(info.name)
+        print(f"{PROFILE_ENV}={active_profile().key}: rehearsing a {info.name} (sm{info.sm_version}, {info.sm_count} SMs, "
+              f"{info.memory_gb:.1f} GiB) on the real {info.rehearsed_on}: gates, dtype, peaks and memory follow the "
+              f"{info.name}; the kernels run on the {info.rehearsed_on}.")
+    return info
+
+
+_announced: list = []
 
 
 def datasheet_row(gpu_name: str) -> tuple:
@@ -88,22 +140,36 @@ def datasheet_row(gpu_name: str) -> tuple:
     return (None, None, None, None)
 
 
-@functools.lru_cache(maxsize=None)
 def device_info(index: int | None = None) -> DeviceInfo:
+    """The GPU's facts as the course sees them: the real GPU, or the ``COURSE_GPU`` profile's."""
     if not has_gpu():
         require_gpu()
     index = torch.cuda.current_device() if index is None else index
+    return _device_info(index, active_profile())
+
+
+@functools.lru_cache(maxsize=None)
+def _device_info(index: int, profile: Profile | None) -> DeviceInfo:
     props = torch.cuda.get_device_properties(index)
-    bf16, fp16, fp8, gbps = datasheet_row(props.name)
+    l2_bytes = int(getattr(props, "L2_cache_size", 0) or 50 * 2**20)  # real in any case: the flush must cover it
+    if profile is None:
+        name, sm, sm_count, memory_gb = props.name, (props.major, props.minor), props.multi_processor_count, \
+            props.total_memory / 2**30
+    else:
+        name, sm, sm_count, memory_gb = profile.name, profile.sm, profile.sm_count, profile.memory_gb
+        # The profile's memory is all this process may take: a notebook too big for that GPU fails here too.
+        torch.cuda.set_per_process_memory_fraction(min(1.0, memory_gb * 2**30 / props.total_memory), index)
+    bf16, fp16, fp8, gbps = datasheet_row(name)
     return DeviceInfo(
-        name=props.name,
+        name=name,
         index=index,
-        sm=(props.major, props.minor),
-        sm_count=props.multi_processor_count,
-        memory_gb=props.total_memory / 2**30,
-        l2_bytes=int(getattr(props, "L2_cache_size", 0) or 50 * 2**20),
+        sm=sm,
+        sm_count=sm_count,
+        memory_gb=memory_gb,
+        l2_bytes=l2_bytes,
         datasheet_tflops={"bfloat16": bf16, "float16": fp16, "float8_e4m3fn": fp8},
         datasheet_gbps=gbps,
+        rehearsed_on=props.name if profile is not None else None,
     )
 
 

@@ -31,7 +31,7 @@ FEATURES = {
     "sdpa_fp8":             ((9, 0), 90100, "FP8 (e4m3) fused attention"),
     "kernel_cache":         ((0, 0), 90400, "kernel cache / dynamic shapes"),
     "kernel_cache_serialize": ((0, 0), 91000, "serializing a kernel cache"),
-    "native_cuda_graph":    ((0, 0), 90500, "cuDNN's native CUDA-graph API"),
+    "native_cuda_graph":    ((0, 0), 90500, "cuDNN's native CUDA-graph API (with cuda-python's cuda.bindings)"),
     "override_shapes":      ((0, 0), 92100, "execute-time override shapes"),
 }
 _BLOCKED_BACKENDS = {"sdpa": {91000, 91001}, "sdpa_serving": {91000, 91001}}  # known-bad SDPA releases
@@ -41,26 +41,56 @@ def _fmt_backend(v: int) -> str:
     return f"{v // 10000}.{(v // 100) % 100}.{v % 100}"
 
 
-def gate(feature: str) -> Gate:
-    """Can this machine run ``feature``? ``Gate.ok`` plus a reason either way."""
+def gate_for(feature: str, name: str, sm: tuple[int, int], backend: int) -> Gate:
+    """Could a GPU named ``name`` with compute capability ``sm`` run ``feature`` with cuDNN backend ``backend``
+    (an int, 9.19.0 -> 91900)? The SM and version rules alone: no GPU or library is touched, so the
+    course's tables and tests can ask it for any GPU (``helpers.device.PROFILES``)."""
     if feature not in FEATURES:
         raise ValueError(f"feature must be one of {sorted(FEATURES)}, got {feature!r}")
     min_sm, min_backend, what = FEATURES[feature]
+    sm = tuple(sm)
+    sm_version = 10 * sm[0] + sm[1]
+    if feature == "fp8" and sm[0] == 8 and sm < (8, 9):
+        return Gate(feature, False, f"{what} needs sm89 (Ada) or sm90+ (Hopper); this {name} is sm{sm_version}")
+    if sm < min_sm:
+        return Gate(feature, False, f"{what} needs sm{10 * min_sm[0] + min_sm[1]}+; this {name} is sm{sm_version}")
+    if backend == 0:
+        return Gate(feature, False, "no libcudnn could be loaded")
+    if backend < min_backend:
+        return Gate(feature, False, f"{what} needs cuDNN backend ≥ {_fmt_backend(min_backend)}; loaded {_fmt_backend(backend)}")
+    if backend in _BLOCKED_BACKENDS.get(feature, ()):
+        return Gate(feature, False, f"cuDNN {_fmt_backend(backend)} has known {what} bugs; upgrade the backend")
+    return Gate(feature, True, f"supported on {name} (sm{sm_version}) with cuDNN {_fmt_backend(backend)}")
+
+
+def gate(feature: str) -> Gate:
+    """Can this machine run ``feature``? ``Gate.ok`` plus a reason either way. Under a ``COURSE_GPU`` profile the
+    GPU is the profile's (``helpers.device``)."""
+    if feature not in FEATURES:
+        raise ValueError(f"feature must be one of {sorted(FEATURES)}, got {feature!r}")
     if not has_gpu():
         return Gate(feature, False, "no NVIDIA GPU is visible")
     d = device_info()
-    if feature == "fp8" and d.sm[0] == 8 and d.sm < (8, 9):
-        return Gate(feature, False, f"{what} needs sm89 (Ada) or sm90+ (Hopper); this {d.name} is sm{d.sm_version}")
-    if d.sm < min_sm:
-        return Gate(feature, False, f"{what} needs sm{10 * min_sm[0] + min_sm[1]}+; this {d.name} is sm{d.sm_version}")
-    bv = backend_version()
-    if bv == 0:
-        return Gate(feature, False, "no libcudnn could be loaded")
-    if bv < min_backend:
-        return Gate(feature, False, f"{what} needs cuDNN backend ≥ {_fmt_backend(min_backend)}; loaded {_fmt_backend(bv)}")
-    if bv in _BLOCKED_BACKENDS.get(feature, ()):
-        return Gate(feature, False, f"cuDNN {_fmt_backend(bv)} has known {what} bugs; upgrade the backend")
-    return Gate(feature, True, f"supported on {d.name} (sm{d.sm_version}) with cuDNN {_fmt_backend(bv)}")
+    verdict = gate_for(feature, d.name, d.sm, backend_version())
+    if verdict.ok and feature == "native_cuda_graph":
+        missing = _native_graph_prerequisite()
+        if missing:
+            return Gate(feature, False, missing)
+    return verdict
+
+
+def _native_graph_prerequisite() -> str | None:
+    """Why the native CUDA-graph API cannot be driven from Python here (CUDA < 12, no cuda-python), or None."""
+    import torch
+
+    cuda = torch.version.cuda or "0"
+    if int(cuda.split(".")[0]) < 12:
+        return f"cuDNN's native CUDA-graph API needs CUDA ≥ 12; torch is built with CUDA {cuda}"
+    try:
+        from cuda.bindings import runtime  # noqa: F401  (cuda-python: creates and launches the CUDA graph)
+    except Exception as exc:  # not installed, or a build that does not match the driver
+        return f"cuda-python is not importable ({type(exc).__name__}); install it with `pip install cuda-python`"
+    return None
 
 
 def feature_table():
@@ -72,7 +102,7 @@ def feature_table():
 
 
 def notebook_requirements_met(requires: dict) -> tuple[bool, str]:
-    """Evaluate a notebook's ``requires`` metadata (gpu, min_sm, min_cudnn, features)."""
+    """Evaluate a notebook's ``requires`` metadata (gpu, min_sm, features) on this machine."""
     if requires.get("gpu", True) and not has_gpu():
         return False, "no NVIDIA GPU: this notebook re-executes on a GPU only"
     if not has_gpu():
@@ -83,6 +113,19 @@ def notebook_requirements_met(requires: dict) -> tuple[bool, str]:
         return False, f"needs sm{min_sm}+, this {d.name} is sm{d.sm_version}"
     for feature in requires.get("features", []):
         g = gate(feature)
+        if not g.ok:
+            return False, f"{feature}: {g.reason}"
+    return True, ""
+
+
+def requirements_met_on(requires: dict, name: str, sm: tuple[int, int], backend: int) -> tuple[bool, str]:
+    """``notebook_requirements_met`` for any GPU (name, compute capability) and backend: the rules alone."""
+    sm_version = 10 * sm[0] + sm[1]
+    min_sm = requires.get("min_sm")
+    if min_sm and sm_version < int(min_sm):
+        return False, f"needs sm{min_sm}+, this {name} is sm{sm_version}"
+    for feature in requires.get("features", []):
+        g = gate_for(feature, name, sm, backend)
         if not g.ok:
             return False, f"{feature}: {g.reason}"
     return True, ""

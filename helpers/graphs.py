@@ -77,6 +77,20 @@ def workspace_for(graph, plan: int | Iterable[int] | None = None, device: int | 
 
 
 # ---------------------------------------------------------------- tensors
+def describe_tensors(tensors: dict, uids: dict | None = None) -> str:
+    """One line per tensor — ``[uid N: ]name  shape (...) strides (...) dtype`` — names padded to one width and
+    the dtype last, so the lines of a bf16 run and an fp16 run differ only in the dtype's name (a padded dtype
+    column would shift with it and make stored outputs depend on the GPU)."""
+    if not isinstance(tensors, dict) or not all(isinstance(t, torch.Tensor) for t in tensors.values()):
+        raise TypeError("tensors must be a dict {name: torch.Tensor}")
+    width = max((len(str(name)) for name in tensors), default=0)
+    lines = []
+    for name, t in tensors.items():
+        prefix = f"uid {uids[name]}: " if uids is not None else ""
+        lines.append(f"{prefix}{str(name):<{width}}  shape {tuple(t.shape)} strides {tuple(t.stride())} {t.dtype}")
+    return "\n".join(lines)
+
+
 class GraphIO:
     """Names, explicit UIDs and buffers for a graph's inputs and outputs.
 

@@ -7,7 +7,7 @@ import pytest
 
 import helpers.exercises as X
 from helpers.errors import CourseError
-from tests.conftest import requires_gpu
+from tests.support import requires_gpu
 from tools import student
 
 ROOT = Path(__file__).resolve().parent.parent

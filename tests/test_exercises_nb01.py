@@ -13,7 +13,7 @@ import torch
 import helpers as H
 import helpers.exercises as X
 from helpers.exercises import nb01
-from tests.conftest import requires_gpu
+from tests.support import graded, requires_gpu
 
 ROOT = Path(__file__).resolve().parent.parent
 KEYS = ("01.matmul_bias_relu", "01.run_on_stream")
@@ -174,6 +174,6 @@ WRONG = [
 @requires_gpu
 @pytest.mark.parametrize("key, answer, message", WRONG, ids=[w[1].__name__ for w in WRONG])
 def test_a_wrong_answer_fails_with_one_line_saying_why(key, answer, message):
-    verdict = X.exercise(key, answer)
+    verdict = graded(key, answer)
     assert verdict.status == "failed", verdict
     assert re.match(message, verdict.message), verdict.message

@@ -13,7 +13,7 @@ import helpers as H
 import helpers.exercises as X
 from helpers.checking import rel_error, tolerance
 from helpers.exercises import nb02
-from tests.conftest import requires_gpu
+from tests.support import graded, requires_gpu
 
 ROOT = Path(__file__).resolve().parent.parent
 NHWC = torch.channels_last
@@ -171,7 +171,7 @@ WRONG = [
 @requires_gpu
 @pytest.mark.parametrize("key, answer, message", WRONG, ids=[w[1].__name__ for w in WRONG])
 def test_the_checker_rejects_a_typical_wrong_answer(key, answer, message):
-    verdict = X.exercise(key, answer, quiet=True)
+    verdict = graded(key, answer)
     assert verdict.status == "failed" and verdict.message.startswith(message), verdict.message
 
 

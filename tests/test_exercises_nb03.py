@@ -13,7 +13,7 @@ import pytest
 import helpers as H
 import helpers.exercises as X
 from helpers.exercises import nb03
-from tests.conftest import requires_gpu
+from tests.support import graded, requires_gpu
 
 ROOT = Path(__file__).resolve().parent.parent
 KEYS = ("03.fastest_plan", "03.replay_choice")
@@ -133,7 +133,7 @@ WRONG = [
 @requires_gpu
 @pytest.mark.parametrize("key, answer, message", WRONG, ids=[w[1].__name__ for w in WRONG])
 def test_a_wrong_answer_fails_with_one_line_saying_why(key, answer, message):
-    verdict = X.exercise(key, answer)
+    verdict = graded(key, answer)
     assert verdict.status == "failed", verdict
     assert re.search(message, verdict.message), verdict.message
 
@@ -142,7 +142,7 @@ def test_a_wrong_answer_fails_with_one_line_saying_why(key, answer, message):
 def test_the_heuristics_first_choice_passes_only_within_the_noise():
     """Untimed, the heuristic's pick is right only when no plan beats it by more than the noise: the checker
     either accepts it as within the allowance or names it and the measured gap."""
-    verdict = X.exercise("03.fastest_plan", heuristics_first_choice)
+    verdict = graded("03.fastest_plan", heuristics_first_choice)
     if verdict:
         assert "is the fastest" in verdict.message or "within" in verdict.message, verdict.message
     else:
@@ -151,6 +151,6 @@ def test_the_heuristics_first_choice_passes_only_within_the_noise():
 
 @requires_gpu
 def test_an_engine_replayed_without_its_knobs_is_not_the_saved_plan():
-    verdict = X.exercise("03.replay_choice", engine_without_its_knobs)
+    verdict = graded("03.replay_choice", engine_without_its_knobs)
     assert verdict.status == "failed", verdict
     assert "the same engine with other knobs" in verdict.message or "your code raised" in verdict.message, verdict

@@ -12,7 +12,7 @@ import torch
 import helpers as H
 import helpers.exercises as X
 from helpers.exercises import nb05
-from tests.conftest import requires_gpu
+from tests.support import graded, requires_gpu
 
 ROOT = Path(__file__).resolve().parent.parent
 KEYS = ("05.sliding_window", "05.merge_chunks")
@@ -179,7 +179,7 @@ def _cudnn_band(left_bound_of):
     (lambda w: 32, "window=96: "),
 ])
 def test_sliding_window_rejects_wrong_cudnn_bands(left_bound_of, message):
-    verdict = X.exercise("05.sliding_window", _cudnn_band(left_bound_of), quiet=True)
+    verdict = graded("05.sliding_window", _cudnn_band(left_bound_of))
     assert verdict.status == "failed" and verdict.message.startswith(message), verdict.message
 
 
@@ -191,5 +191,5 @@ def test_merge_chunks_rejects_an_average_of_cudnn_outputs():
         parts = [solution(q, [chunk], attn_scale) for chunk in chunks]   # each chunk alone, via cuDNN
         return sum(o.float() for o, _ in parts).div(len(parts)).to(q.dtype), parts[0][1]
 
-    verdict = X.exercise("05.merge_chunks", merge_chunks, quiet=True)
+    verdict = graded("05.merge_chunks", merge_chunks)
     assert verdict.status == "failed" and "averaged the chunks' outputs" in verdict.message, verdict.message

@@ -8,7 +8,7 @@ import torch
 
 import helpers as H
 import helpers.exercises as X
-from tests.conftest import requires_gpu
+from tests.support import requires_gpu
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOK = ROOT / "notebooks" / "06_plan_serialization.ipynb"

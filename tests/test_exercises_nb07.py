@@ -13,7 +13,7 @@ import torch
 import helpers as H
 import helpers.exercises as X
 from helpers.exercises import nb07
-from tests.conftest import requires_gpu
+from tests.support import graded, requires_gpu
 
 ROOT = Path(__file__).resolve().parent.parent
 KEYS = {"07.build_projection": "build_projection", "07.serve": "serve", "07.restore_cache": "restore_cache"}
@@ -215,14 +215,14 @@ WRONG = [
 def test_gpu_a_wrong_answer_is_rejected_with_its_reason(key, answer, message):
     torch.backends.cuda.matmul.allow_tf32 = False
     _first.clear()
-    verdict = X.exercise(key, answer, quiet=True)
+    verdict = graded(key, answer)
     assert verdict.status == "failed" and message in verdict.message, verdict
 
 
 @requires_gpu
 def test_gpu_a_static_projection_is_rejected():
     """kernel_cache without is_dynamic_shape_enabled: named by the option check (or refused by cuDNN itself)."""
-    verdict = X.exercise("07.build_projection", projection_without_dynamic_shapes, quiet=True)
+    verdict = graded("07.build_projection", projection_without_dynamic_shapes)
     assert verdict.status == "failed", verdict
     assert "is_dynamic_shape_enabled=True" in verdict.message or verdict.message.startswith("your code raised")
 

@@ -12,7 +12,7 @@ import torch
 import helpers as H
 import helpers.exercises as X
 from helpers.exercises import nb08
-from tests.conftest import requires_gpu
+from tests.support import graded, requires_gpu
 
 ROOT = Path(__file__).resolve().parent.parent
 KEYS = ["08.capture_two", "08.serve", "08.swap_weights"]
@@ -246,5 +246,5 @@ GPU_CASES = [
 @requires_gpu
 @pytest.mark.parametrize("key, answer, expected", GPU_CASES, ids=[c[1].__name__ for c in GPU_CASES])
 def test_the_checker_rejects_a_typical_wrong_answer(key, answer, expected):
-    verdict = X.exercise(key, answer, quiet=True)
+    verdict = graded(key, answer)
     assert verdict.status == "failed" and verdict.message.startswith(expected), verdict.message

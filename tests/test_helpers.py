@@ -9,7 +9,7 @@ import torch
 import helpers as H
 from helpers import device, features, libcudnn, results
 from tools import notebooks
-from tests.conftest import requires_gpu
+from tests.support import requires_gpu
 
 # ------------------------------------------------------------------ checking
 def test_rel_error_zero_for_equal_and_scales_with_difference():

@@ -12,7 +12,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 
 import helpers as H
 from helpers.recipes import sdpa
-from tests.conftest import requires_gpu
+from tests.support import requires_gpu
 
 cudnn = pytest.importorskip("cudnn")
 META = dict(device="meta", dtype=torch.bfloat16)

@@ -12,7 +12,7 @@ import torch
 
 import helpers as H
 from helpers.recipes import autotune, conv_bias_relu, matmul_bias_act, sdpa
-from tests.conftest import requires_gpu
+from tests.support import requires_gpu
 
 ROOT = Path(__file__).resolve().parent.parent
 cudnn = pytest.importorskip("cudnn")

@@ -24,6 +24,10 @@ LOG_DIR = ROOT / ".scratch" / "kernel-logs"
 # ipykernel's own inline backend: figures are stored in the notebook whatever the caller's MPLBACKEND
 # (a kernel started with MPLBACKEND=Agg stores no figures at all).
 INLINE_BACKEND = "module://matplotlib_inline.backend_inline"
+# Appended to the executed copy, read back and removed: the kernel's peak GPU memory goes into the stamp.
+PEAK_MEMORY_CELL = ("import json as _json, torch as _torch\n"
+                    "print(_json.dumps({'allocated': _torch.cuda.max_memory_allocated(), "
+                    "'reserved': _torch.cuda.max_memory_reserved()}))")
 
 
 def kernel_env() -> dict:
@@ -58,6 +62,20 @@ def _file_logger(path: Path) -> logging.Logger:
     return logger
 
 
+def _peak_memory_gib(cell) -> dict | None:
+    """``{"allocated": GiB, "reserved": GiB}`` from the output of ``PEAK_MEMORY_CELL`` (None if it did not run)."""
+    import json
+
+    for out in cell.get("outputs", []):
+        if out.get("output_type") == "stream" and out.get("name") == "stdout":
+            try:
+                peaks = json.loads(out["text"].strip().splitlines()[-1])
+            except (ValueError, IndexError):
+                return None
+            return {key: round(value / 2**30, 2) for key, value in peaks.items()}
+    return None
+
+
 def execute_one(path: str, output_dir: str | None, timeout: int, allow_errors: bool) -> tuple[str, str, float]:
     import nbformat
     from nbclient import NotebookClient
@@ -75,6 +93,7 @@ def execute_one(path: str, output_dir: str | None, timeout: int, allow_errors: b
     log_path = LOG_DIR / f"{path.stem}.log"
     log_path.write_text("")
     logger = _file_logger(log_path)
+    nb.cells.append(nbformat.v4.new_code_cell(PEAK_MEMORY_CELL))
     client = NotebookClient(nb, km=_kernel_manager(), timeout=timeout, allow_errors=allow_errors,
                             resources={"metadata": {"path": str(path.parent)}}, log=logger)
     t0 = time.perf_counter()
@@ -88,11 +107,12 @@ def execute_one(path: str, output_dir: str | None, timeout: int, allow_errors: b
         for w in caught:
             logger.warning("%s: %s", w.category.__name__, w.message)
     runtime = time.perf_counter() - t0
+    peak = _peak_memory_gib(nb.cells.pop())
     errors = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []) if o.get("output_type") == "error"]
     if status == "ok" and errors:
         status = f"error: {len(errors)} cell(s) raised ({errors[0].get('ename')}: {errors[0].get('evalue', '')[:120]})"
     if status == "ok":
-        write_stamp(nb, runtime_s=runtime)
+        write_stamp(nb, runtime_s=runtime, peak_memory_gib=peak)
     else:
         status += f"  [kernel log: {log_path.relative_to(ROOT)}]"
     target = Path(output_dir) / path.name if output_dir else path
@@ -110,8 +130,12 @@ def main(argv=None) -> int:
     parser.add_argument("--allow-errors", action="store_true", help="keep going past a failing cell (debugging)")
     args = parser.parse_args(argv)
 
-    from helpers.device import has_gpu
+    from helpers.device import PROFILE_ENV, active_profile, has_gpu
 
+    if active_profile():
+        print(f"{PROFILE_ENV}={active_profile().key} rehearses another GPU for the tests; stored outputs come from the "
+              f"real GPU: unset {PROFILE_ENV} to run the notebooks.")
+        return 2
     if not has_gpu():
         print("No NVIDIA GPU found: the notebooks run on a GPU only (see README, 'GPU requirements').")
         return 2

@@ -51,12 +51,53 @@ def requires(nb) -> dict:
     return dict(nb.get("metadata", {}).get(META_KEY, {}).get("requires", {"gpu": True}))
 
 
+def cell_needs(cell) -> list:
+    """The features a code cell needs (``cudnn_course.needs``): where one is missing, the test harness runs the
+    cell without comparing its outputs and reports it skipped (see conftest.py)."""
+    return list(cell.get("metadata", {}).get(META_KEY, {}).get("needs", []))
+
+
+GATE_DEFINITION = re.compile(r"^(\w+)\s*=\s*H\.gate\(\s*[\"'](\w+)[\"']\s*\)", re.M)
+
+
+def gate_uses(nb) -> list[tuple[int, dict, set]]:
+    """``(index, cell, features)`` for every code cell whose code (comments aside) names a variable bound by
+    ``NAME = H.gate("feature")`` in this notebook, the defining cell included."""
+    gates, found = {}, []
+    for index, cell in enumerate(nb["cells"]):
+        if cell["cell_type"] != "code":
+            continue
+        code = _without_comments(_source(cell))
+        gates.update({m[1]: m[2] for m in GATE_DEFINITION.finditer(code)})
+        used = {feature for name, feature in gates.items() if re.search(rf"\b{name}\b", code)}
+        if used:
+            found.append((index, cell, used))
+    return found
+
+
+def _without_comments(src: str) -> str:
+    """The source with its ``#`` comments removed (strings kept: an f-string may use a gate)."""
+    import io
+    import tokenize
+
+    try:
+        tokens = list(tokenize.generate_tokens(io.StringIO(src).readline))
+    except (tokenize.TokenError, IndentationError, SyntaxError):
+        return src
+    lines = src.splitlines(keepends=True)
+    for tok in reversed([t for t in tokens if t.type == tokenize.COMMENT]):
+        row, col = tok.start
+        lines[row - 1] = lines[row - 1][:col] + lines[row - 1][tok.end[1]:]
+    return "".join(lines)
+
+
 def stamp(nb) -> dict | None:
     return nb.get("metadata", {}).get(META_KEY, {}).get("execution")
 
 
-def write_stamp(nb, *, runtime_s: float) -> dict:
-    """Record where, when and on what code the notebook was executed."""
+def write_stamp(nb, *, runtime_s: float, peak_memory_gib: dict | None = None) -> dict:
+    """Record where, when and on what code the notebook was executed, and the kernel's peak GPU memory
+    (torch's allocator: ``allocated`` by tensors, ``reserved`` from the driver; worker processes not counted)."""
     import datetime as _dt
 
     from helpers.device import device_info, versions
@@ -74,6 +115,7 @@ def write_stamp(nb, *, runtime_s: float) -> dict:
         "python": v.get("python"),
         "date": _dt.datetime.now().isoformat(timespec="seconds"),
         "runtime_s": round(runtime_s, 1),
+        "peak_memory_gib": peak_memory_gib,
         "code_sha256": code_hash(nb),
     }
     nb.setdefault("metadata", {}).setdefault(META_KEY, {})["execution"] = entry

@@ -29,10 +29,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from ..errors import CourseError, first_line
+from ..errors import CourseError, FeatureUnavailable, NoGPUError, first_line
 
 SOLUTIONS_DIR = Path(__file__).resolve().parent.parent.parent / "notebooks" / "solutions"
 _CHECKERS: dict[str, Callable] = {}
+_NEEDS: dict[str, tuple] = {}
 
 
 class Wrong(AssertionError):
@@ -61,15 +62,40 @@ class Verdict:
         return f"{mark} {self.exercise}: {self.message}"
 
 
-def checker(key: str) -> Callable:
-    """Register ``fn(answer) -> message`` as the checker of exercise ``key`` ("NN.name")."""
+def checker(key: str, needs: tuple = ()) -> Callable:
+    """Register ``fn(answer) -> message`` as the checker of exercise ``key`` ("NN.name"). ``needs`` names the
+    feature gates (``helpers.features.FEATURES``) the exercise needs: where one is missing, the verdict is
+    "skipped" with the gate's reason, and the checker is not called."""
     _split(key)
+    from ..features import FEATURES
+
+    unknown = set(needs) - set(FEATURES)
+    if unknown:
+        raise ValueError(f"{key}: unknown features {sorted(unknown)}; known: {sorted(FEATURES)}")
 
     def register(fn: Callable) -> Callable:
         _CHECKERS[key] = fn
+        _NEEDS[key] = tuple(needs)
         return fn
 
     return register
+
+
+def needs(key: str) -> tuple:
+    """The feature gates exercise ``key`` needs (what its solution cell's ``cudnn_course.needs`` lists)."""
+    _checker_for(key)
+    return _NEEDS[key]
+
+
+def _missing_feature(key: str) -> str | None:
+    """``'feature: reason'`` for the first gate of ``key`` this machine fails, or None."""
+    from ..features import gate
+
+    for feature in _NEEDS.get(key, ()):
+        g = gate(feature)
+        if not g.ok:
+            return f"{feature}: {g.reason}"
+    return None
 
 
 def _split(key: str) -> tuple[str, str]:
@@ -115,19 +141,22 @@ def exercise(key: str, answer: Any, *, quiet: bool = False) -> Verdict:
     """Grade ``answer`` with exercise ``key``'s checker; print one line (never a traceback) and return it."""
     check = _checker_for(key)
     reason = unfinished(answer)
+    missing = None if reason else _missing_feature(key)
     if reason:
         verdict = Verdict(key, "not done", reason)
+    elif missing:
+        verdict = Verdict(key, "skipped", f"skipped on this machine — {missing}")
     else:
         try:
             message = check(answer)
             verdict = Verdict(key, "passed", message or "correct")
         except NotDone as exc:
             verdict = Verdict(key, "not done", str(exc) or "not done yet")
-        except Unsupported as exc:
+        except (Unsupported, FeatureUnavailable, NoGPUError) as exc:  # this machine cannot: never a failure
             verdict = Verdict(key, "skipped", f"skipped on this machine — {exc}")
         except Wrong as exc:
             verdict = Verdict(key, "failed", str(exc))
-        except CourseError as exc:  # a missing feature or GPU: the helpers' own one-line errors
+        except CourseError as exc:  # the helpers' own one-line errors
             verdict = Verdict(key, "failed", str(exc))
         except Exception as exc:  # the learner's code raised: say where, in one line
             verdict = Verdict(key, "failed", f"your code raised {first_line(exc, 160)}")

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 
-from . import NotDone, Unsupported, Wrong, checker
+from . import NotDone, Wrong, checker
 
 # AMAX against max|y| of the answer's own y: they differ only by y's final rounding (at most half an ulp,
 # 2^-9 relative in bf16) when the engine reduces the fp32 value before the cast; notebook 04 uses 2^-8.
@@ -351,14 +351,9 @@ def check_scaled_relu(answer) -> str:
     return f"correct — {len(ALPHAS)} alphas, one graph, no rebuild; worst rel err {worst:.1e}"
 
 
-@checker("04.fp8_matmul_amax")
+@checker("04.fp8_matmul_amax", needs=("fp8",))
 def check_fp8_matmul_amax(answer) -> str:
     """``answer(a8, b8, descale_a, descale_b)`` returns (y bf16, amax [1,1,1]) from one FP8 graph."""
-    from ..features import gate
-
-    fp8 = gate("fp8")
-    if not fp8.ok:
-        raise Unsupported(fp8.reason)
     t = fp8_inputs()
     result, names = _call_profiled(answer, t["a8"], t["b8"], t["descale_a"], t["descale_b"])
     message = grade_fp8_matmul_amax(t, result)

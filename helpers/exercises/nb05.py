@@ -158,7 +158,7 @@ def grade_sliding_window(answer, *, device="cuda", need_graph: bool = True) -> s
             f"(worst rel err {worst:.1e})")
 
 
-@checker("05.sliding_window")
+@checker("05.sliding_window", needs=("sdpa",))
 def check_sliding_window(answer):
     return grade_sliding_window(answer, device="cuda")
 
@@ -259,6 +259,6 @@ def grade_merge_chunks(answer, *, device="cuda") -> str:
             "against attention over all keys")
 
 
-@checker("05.merge_chunks")
+@checker("05.merge_chunks", needs=("sdpa",))
 def check_merge_chunks(answer):
     return grade_merge_chunks(answer, device="cuda")

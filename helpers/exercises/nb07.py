@@ -83,7 +83,7 @@ def _graph_and_pack(result, name: str):
     return graph, (io.pack() if hasattr(io, "pack") else io)
 
 
-@checker("07.build_projection")
+@checker("07.build_projection", needs=("kernel_cache",))
 def check_build_projection(build_projection):
     import torch
 
@@ -133,7 +133,7 @@ def check_build_projection(build_projection):
     return f"correct at {', '.join(passed)} (largest rel err {max(errors):.1e}), all three built on your kernel cache"
 
 
-@checker("07.serve")
+@checker("07.serve", needs=("kernel_cache",))
 def check_serve(serve):
     import torch
 
@@ -189,19 +189,17 @@ def check_serve(serve):
             "all on your kernel cache")
 
 
-@checker("07.restore_cache")
+@checker("07.restore_cache", needs=("kernel_cache", "kernel_cache_serialize"))
 def check_restore_cache(restore_cache):
     import torch
 
     from ..checking import check
     from ..device import require_gpu, working_dtype
-    from ..features import gate
     from ..graphs import build, get_handle, workspace_for
     from ..recipes import conv_bias_relu
     from ..recipes._common import cudnn_module
 
     require_gpu()
-    gate("kernel_cache_serialize").require()
     cudnn = cudnn_module()
     dtype = working_dtype()
 

@@ -353,7 +353,7 @@ def _launch(cudart, torch, graph_exec, y):
     return y.clone()
 
 
-@checker("08.swap_weights")
+@checker("08.swap_weights", needs=("native_cuda_graph",))
 def check_swap_weights(swap_weights):
     torch, _ = _libs()
     layer = make_native_layer()

@@ -1,0 +1,121 @@
+"""What runs where: for each notebook and each GPU users have, what runs and what is skipped, and why.
+
+Generated from the notebooks' declared needs (``cudnn_course.requires`` for the notebook,
+``cudnn_course.needs`` for a gated cell), the feature gates' rules (``helpers.features.gate_for``) and the GPU
+profiles (``helpers.device.PROFILES``), so the README's table cannot drift from what the code does.
+
+    python -m tools.gpu_matrix            # print the table
+    python -m tools.gpu_matrix --write    # rewrite it in README.md, between the markers
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from helpers.device import PROFILES
+from helpers.features import FEATURES, gate_for, requirements_met_on
+
+from .notebooks import NB_DIR, ROOT, notebook_paths, requires, stamp
+
+# The cuDNN backend the table assumes: Colab's pip cuDNN and the one the stored outputs were made with.
+BACKEND = 91900
+START, END = "<!-- gpu-matrix:start -->", "<!-- gpu-matrix:end -->"
+COLUMNS = {"t4": "T4 (sm75)", "l4": "L4 (sm89)", "a100": "A100 (sm80)", "h100": "H100 / H200 (sm90)"}
+COLAB_ORDER = ["t4", "l4", "a100", "h100"]  # cheapest first
+# What a gated cell's feature is, as a learner would name the part of the notebook it skips.
+SECTION = {"sdpa": "fused attention", "sdpa_serving": "serving attention", "sdpa_fp8": "FP8 attention",
+           "fp8": "FP8 GEMM", "native_cuda_graph": "native CUDA-graph API", "override_shapes": "override shapes",
+           "kernel_cache": "kernel cache", "kernel_cache_serialize": "saved kernel cache", "bf16": "bf16"}
+
+
+def gated_features(nb) -> list[str]:
+    """Features that gate some cells of the notebook, in order of first appearance."""
+    seen = []
+    for cell in nb["cells"]:
+        for feature in cell.get("metadata", {}).get("cudnn_course", {}).get("needs", []):
+            if feature not in seen:
+                seen.append(feature)
+    return seen
+
+
+def verdict(nb, profile_key: str) -> tuple[str, list[str]]:
+    """("runs" | "runs, skips …" | "skipped: …", the features skipped) for one notebook on one profile."""
+    p = PROFILES[profile_key]
+    ok, why = requirements_met_on(requires(nb), p.name, p.sm, BACKEND)
+    if not ok:
+        return f"skipped: {why.replace(p.name, p.name.split()[-1])}", ["notebook"]
+    skipped = [f for f in gated_features(nb) if not gate_for(f, p.name, p.sm, BACKEND).ok]
+    if not skipped:
+        return "runs", []
+    return "runs; skips " + ", ".join(f"{SECTION[f]} ({_short_need(f)})" for f in skipped), skipped
+
+
+def _needs_newer_cudnn(feature: str) -> bool:
+    """True when no GPU runs ``feature`` with the backend the table assumes."""
+    return not gate_for(feature, "any GPU", (10, 0), BACKEND).ok
+
+
+def _short_need(feature: str) -> str:
+    (major, minor), backend, _ = FEATURES[feature]
+    needs = []
+    if feature == "fp8":
+        needs.append("sm89+")
+    elif (major, minor) > (0, 0):
+        needs.append(f"sm{10 * major + minor}+")
+    if backend > BACKEND:
+        needs.append(f"cuDNN ≥ {backend // 10000}.{(backend // 100) % 100}")
+    return ", ".join(needs) or "—"
+
+
+def table(nb_dir: Path = NB_DIR) -> str:
+    """The markdown table (without the markers)."""
+    import nbformat
+
+    header = ["notebook", *COLUMNS.values(), "Colab tier that runs all of it", "peak GPU memory (H200 run)"]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for path in notebook_paths(nb_dir):
+        nb = nbformat.read(path, as_version=4)
+        cells = [verdict(nb, key)[0] for key in COLUMNS]
+        later = [f for f in gated_features(nb) if _needs_newer_cudnn(f)]
+        full = next((key for key in COLAB_ORDER if not set(verdict(nb, key)[1]) - set(later)), None)
+        tier = f"{full.upper()} ({PROFILES[full].colab})" if full else "none"
+        if later:
+            tier += "; " + ", ".join(f"{SECTION[f]}: {_short_need(f)}" for f in later)
+        peak = (stamp(nb) or {}).get("peak_memory_gib") or {}
+        memory = f"{peak['reserved']:.1f} GiB reserved" if peak.get("reserved") is not None else "not recorded"
+        lines.append(f"| {path.stem[:2]} | " + " | ".join([*cells, tier, memory]) + " |")
+    return "\n".join(lines)
+
+
+def readme_table(root: Path = ROOT) -> str | None:
+    """The table as it stands in README.md between the markers (None without markers)."""
+    text = (Path(root) / "README.md").read_text()
+    if START not in text or END not in text:
+        return None
+    return text.split(START, 1)[1].split(END, 1)[0].strip()
+
+
+def write_readme(root: Path = ROOT) -> None:
+    path = Path(root) / "README.md"
+    text = path.read_text()
+    if START not in text or END not in text:
+        raise SystemExit(f"README.md has no {START} … {END} markers")
+    head, rest = text.split(START, 1)
+    path.write_text(f"{head}{START}\n{table(Path(root) / 'notebooks')}\n{END}{rest.split(END, 1)[1]}")
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--write", action="store_true", help="rewrite the table in README.md")
+    args = parser.parse_args(argv)
+    if args.write:
+        write_readme()
+        print("README.md: GPU table rewritten")
+    else:
+        print(table())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
