@@ -15,6 +15,7 @@ from .features import Gate, feature_table, gate, notebook_requirements_met
 from .gpu_time import NotCapturable, gpu_time
 from .graphs import GraphIO, build, describe_tensors, get_handle, workspace_for
 from .libcudnn import load_cudnn, loaded_library
+from .parameters import ParameterError, check_parameters
 from .paths import artifacts_dir, tidy_paths
 from .plotting import bar_compare, color_for, line_compare, plot_sweep, use_style
 from .profiling import kernels_launched

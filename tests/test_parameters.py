@@ -1,0 +1,261 @@
+"""helpers.parameters: every notebook's rules hold for its stored parameters, and each rule catches a bad value
+with a message that names the parameter (and, for a membership rule, the values allowed)."""
+import ast
+import enum
+import json
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from helpers import parameters
+from helpers.parameters import RULES, ParameterError, check_parameters
+
+ROOT = Path(__file__).resolve().parent.parent
+NOTEBOOKS = {p.name[:2]: p for p in sorted((ROOT / "notebooks").glob("0[1-8]_*.ipynb"))}
+# what the setup cell defines before the parameters cell reads it
+STUB_CUDNN = SimpleNamespace(heur_mode=enum.Enum("heur_mode", "A B FALLBACK"))
+
+
+def _code_cells(nb: str) -> list[dict]:
+    return [c for c in json.loads(NOTEBOOKS[nb].read_text())["cells"] if c["cell_type"] == "code"]
+
+
+def parameters_source(nb: str) -> str:
+    cells = [c for c in _code_cells(nb) if "parameters" in c["metadata"].get("tags", [])]
+    assert len(cells) == 1, f"notebook {nb} has {len(cells)} parameters cells"
+    return "".join(cells[0]["source"])
+
+
+def defaults(nb: str, cudnn=STUB_CUDNN) -> dict:
+    """The notebook's parameters as its parameters cell sets them."""
+    namespace = {"torch": torch, "DTYPE": torch.bfloat16, "cudnn": cudnn}
+    exec(parameters_source(nb), namespace)
+    return namespace
+
+
+def assigned_names(nb: str) -> set[str]:
+    names = set()
+    for node in ast.walk(ast.parse(parameters_source(nb))):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            names.add(node.id)
+    return names
+
+
+def ints(nb, *names, value=0, low=1):
+    return [(nb, {n: value}, [f"{n} = {value!r}", f"int ≥ {low}"]) for n in names]
+
+
+DTYPE_BAD = ["IO_DTYPE = torch.float32", "torch.bfloat16, torch.float16"]
+SEED_BAD = ["SEED = -1", "int ≥ 0"]
+S_05 = "[512, 1024, 2048, 4096, 8192, 16384]"
+BWD_05 = "[1024, 4096, 8192]"
+SIZES_07 = "[1, 2, 4, 8, 16, 32, 64]"
+
+# (notebook, parameters to change, substrings the message must hold): one broken rule each
+BAD = [
+    *ints("01", "BATCH", "M", "K"), ("01", {"N": 2.5}, ["N = 2.5", "int ≥ 1"]),
+    ("01", {"IO_DTYPE": torch.float32}, DTYPE_BAD), ("01", {"SEED": -1}, SEED_BAD),
+
+    *ints("02", "N", "HW", "K", "RS", "STRIDE"), ("02", {"C": True}, ["C = True", "int ≥ 1"]),
+    *ints("02", "PAD", value=-1, low=0),
+    ("02", {"RS": 9, "HW": 3}, ["RS = 9", "HW + 2·PAD = 5"]),
+    ("02", {"IO_DTYPE": torch.float32}, DTYPE_BAD),
+    *ints("02", "WARMUP", value=-1, low=0), *ints("02", "ITERS"),
+    ("02", {"COMPILE_MODE": "reduce-overhead"},
+     ["COMPILE_MODE = 'reduce-overhead'", "'default', 'max-autotune-no-cudagraphs'"]),
+    *ints("02", "SWEEP_BATCH"),
+    ("02", {"SWEEP": [("res5 9x9", 512, 7, 512, 9, 0, 1)]}, ["SWEEP entry ('res5 9x9', 512, 7, 512, 9, 0, 1)"]),
+    ("02", {"SWEEP": [("a", 64, 56, 256, 1, 0, 1), ("a", 128, 28, 128, 3, 1, 1)]}, ["SWEEP", "repeats a layer name"]),
+    ("02", {"SEED": -1}, SEED_BAD),
+
+    ("03", {"SHAPE": dict(N=32, C=128, H=56, W=56)}, ["SHAPE = {", "N, C, H, W, K"]),
+    ("03", {"SHAPE": dict(N=32, C=128, H=56, W=28, K=256)}, ["SHAPE", "H = 56 and W = 28"]),
+    ("03", {"EXTRA_SHAPES": [dict(N=1, C=64, H=56, W=50, K=64)]}, ["EXTRA_SHAPES entry {", "H == W"]),
+    ("03", {"EXTRA_SHAPES": [dict(N=32, C=128, H=56, W=56, K=256)]}, ["EXTRA_SHAPES", "repeats a shape"]),
+    ("03", {"IO_DTYPE": torch.float32}, DTYPE_BAD),
+    ("03", {"HEUR_MODES": ["A"]}, ["HEUR_MODES = ['A']", "cudnn.heur_mode.A, cudnn.heur_mode.B"]),
+    *ints("03", "WARMUP", value=-1, low=0), *ints("03", "ITERS", "SWEEP_ITERS", "TOP_K"),
+    ("03", {"MAX_MS": 0}, ["MAX_MS = 0", "number > 0"]),
+    ("03", {"SEED": -1}, SEED_BAD),
+
+    ("04", {"SMALL": (1, 8192, 1024)}, ["SMALL = (1, 8192, 1024)", "(batch, M, K, N)"]),
+    ("04", {"LARGE": (8, 0, 4096, 4096)}, ["LARGE", "(batch, M, K, N)"]),
+    ("04", {"FP8_SHAPE": "big"}, ["FP8_SHAPE = 'big'", "(batch, M, K, N)"]),
+    ("04", {"FP8_TUNE_BUDGET_S": 0}, ["FP8_TUNE_BUDGET_S = 0", "number > 0"]),
+    ("04", {"ALPHA": 1.0}, ["ALPHA = 1.0", "other than 0 and 1"]),
+    ("04", {"IO_DTYPE": torch.float32}, DTYPE_BAD),
+    *ints("04", "WARMUP", value=-1, low=0), *ints("04", "ITERS"),
+    ("04", {"SEED": -1}, SEED_BAD),
+
+    *ints("05", "CHECK_B", "CHECK_H", "CHECK_S", "CHECK_D", "CHECK_KV_HEADS"),
+    ("05", {"CHECK_D": 100}, ["CHECK_D = 100", "multiple of 8 from 8 to 256"]),
+    ("05", {"CHECK_KV_HEADS": 3}, ["CHECK_KV_HEADS = 3", "CHECK_H = 8"]),
+    ("05", {"IO_DTYPE": torch.float32}, DTYPE_BAD),
+    *ints("05", "TOKENS", "BENCH_HEADS", "GAP_BWD_S", "GAP_ROUNDS"),
+    ("05", {"HEADLINE_S": 8192.0}, ["HEADLINE_S = 8192.0", "int ≥ 1"]),
+    ("05", {"GAP_FWD_S": "16k"}, ["GAP_FWD_S = '16k'", "int ≥ 1"]),
+    ("05", {"SEQ_LENS": [1024, 512, 2048, 4096, 8192, 16384]}, ["SEQ_LENS = [1024, 512", "increasing order"]),
+    ("05", {"OTHER_SEQ_LENS": []}, ["OTHER_SEQ_LENS = []", "non-empty list"]),
+    ("05", {"BWD_SEQ_LENS": [1024, 1024, 4096, 8192]}, ["BWD_SEQ_LENS", "no repeats"]),
+    ("05", {"FLEX_SEQ_LENS": [4096, 1024]}, ["FLEX_SEQ_LENS = [4096, 1024]", "shortest FlexAttention runs"]),
+    ("05", {"HEADLINE_S": 3000}, ["HEADLINE_S = 3000", f"SEQ_LENS {S_05}"]),
+    ("05", {"HEADLINE_S": 2048}, ["HEADLINE_S = 2048", f"BWD_SEQ_LENS {BWD_05}"]),
+    ("05", {"HEADLINE_S": 512, "BWD_SEQ_LENS": [512, 1024, 4096, 8192]}, ["HEADLINE_S = 512", "≥ 1024"]),
+    ("05", {"FLEX_SEQ_LENS": [1024, 3072]}, ["FLEX_SEQ_LENS = [1024, 3072] has [3072]", f"SEQ_LENS {S_05}"]),
+    ("05", {"GAP_FWD_S": 12288}, ["GAP_FWD_S = 12288", f"SEQ_LENS {S_05}"]),
+    ("05", {"GAP_BWD_S": 2048}, ["GAP_BWD_S = 2048", f"BWD_SEQ_LENS {BWD_05}"]),
+    ("05", {"TOKENS": 24576}, ["TOKENS = 24576", "S = [16384]"]),
+    ("05", {"TOKENS": 4096}, ["TOKENS = 4096", "S = [8192, 16384]", "[4096, 8192]"]),
+    *ints("05", "WARMUP", "BWD_WARMUP", value=-1, low=0), *ints("05", "ITERS", "BWD_ITERS"),
+    ("05", {"MATH_MAX_SCORES_GIB": -1}, ["MATH_MAX_SCORES_GIB = -1", "number ≥ 0"]),
+    ("05", {"SEED": -1}, SEED_BAD),
+
+    ("06", {"CONV_SHAPE": dict(N=32, C=128, H=56, W=56)}, ["CONV_SHAPE = {", "N, C, H, W, K"]),
+    ("06", {"CONV_SHAPE": dict(N=32, C=128, H=56, W=28, K=256)}, ["CONV_SHAPE", "H = 56 and W = 28"]),
+    ("06", {"MATMUL_SHAPE": dict(M=2048, N=2048, K=0)}, ["MATMUL_SHAPE = {", "M, N, K"]),
+    ("06", {"SDPA_SHAPE": dict(B=2, H=8, S=1024)}, ["SDPA_SHAPE = {", "B, H, S, D"]),
+    ("06", {"SDPA_SHAPE": dict(B=2, H=8, S=1024, D=100)}, ["SDPA_SHAPE['D'] = 100", "multiple of 8"]),
+    ("06", {"IO_DTYPE": torch.float32}, DTYPE_BAD),
+    ("06", {"BAR_GRAPH": "SDPA"}, ["BAR_GRAPH = 'SDPA'", "'SDPA causal'", "'matmul (plain)'"]),
+    ("06", {"SPEEDUP_BAR": 0}, ["SPEEDUP_BAR = 0", "number > 0"]),
+    ("06", {"WORKER_TIMEOUT_S": -5}, ["WORKER_TIMEOUT_S = -5", "number > 0"]),
+    *ints("06", "REPEATS"),
+    ("06", {"SEED": -1}, SEED_BAD),
+
+    ("07", {"BATCH_SIZES": [8]}, ["BATCH_SIZES = [8]", "at least 2"]),
+    *ints("07", "C", "K", "HW", "RS"),
+    ("07", {"RS": 4}, ["RS = 4", "odd"]),
+    ("07", {"SEQ_LENS": [2048, 128]}, ["SEQ_LENS = [2048, 128]", "increasing order"]),
+    *ints("07", "HIDDEN", "FFN", "WORKER_BATCH", "WARMUP_BATCH", "N_REQUESTS"),
+    ("07", {"WORKER_BATCH": 16}, ["WORKER_BATCH = 16", f"BATCH_SIZES {SIZES_07}"]),
+    ("07", {"WARMUP_BATCH": 2}, ["WARMUP_BATCH = 2", f"BATCH_SIZES {SIZES_07}"]),
+    ("07", {"BENCH_BATCHES": []}, ["BENCH_BATCHES = []", "non-empty list"]),
+    ("07", {"BENCH_BATCHES": [8, 24]}, ["BENCH_BATCHES = [8, 24] has [24]", f"BATCH_SIZES {SIZES_07}"]),
+    ("07", {"BUCKETS": [64, 8]}, ["BUCKETS = [64, 8]", "increasing order"]),
+    ("07", {"BUCKETS": [8, 12]}, ["BUCKETS = [8, 12] has [12]", f"BATCH_SIZES {SIZES_07}"]),
+    ("07", {"MEAN_BATCH": 0.5}, ["MEAN_BATCH = 0.5", "number ≥ 1"]),
+    *ints("07", "WARMUP", value=-1, low=0), *ints("07", "ITERS"),
+    ("07", {"USE_COMPILE": "yes"}, ["USE_COMPILE = 'yes'", "True or False"]),
+    ("07", {"SEED": -1}, SEED_BAD),
+
+    *ints("08", "TOKENS", "HIDDEN", "LAYERS", "SWEEP_HIDDEN", "HOST_ITERS", "COMPILE_WARMUP"),
+    ("08", {"SWEEP_TOKENS": [8192, 16]}, ["SWEEP_TOKENS = [8192, 16]", "increasing order"]),
+    *ints("08", "WARMUP", value=-1, low=0), *ints("08", "ITERS"),
+    ("08", {"USE_COMPILE": 1}, ["USE_COMPILE = 1", "True or False"]),
+    ("08", {"SEED": -1}, SEED_BAD),
+]
+
+
+def broken_rules(nb: str, changes: dict) -> ParameterError:
+    namespace = dict(defaults(nb), **changes)
+    with pytest.raises(ParameterError) as caught:
+        check_parameters(nb, namespace)
+    return caught.value
+
+
+def test_every_notebook_has_rules():
+    assert sorted(NOTEBOOKS) == sorted(RULES) == [f"0{i}" for i in range(1, 9)]
+    assert all(RULES[nb] for nb in RULES)
+
+
+@pytest.mark.parametrize("nb", sorted(RULES))
+def test_the_stored_parameters_pass_silently(nb, capsys):
+    assert check_parameters(nb, defaults(nb)) is None
+    assert capsys.readouterr() == ("", "")
+
+
+@pytest.mark.parametrize("nb", sorted(RULES))
+def test_every_parameter_has_a_rule_and_every_rule_reads_parameters(nb):
+    read = {name for rule in RULES[nb] for name in rule.names}
+    assert assigned_names(nb) - read == set(), "parameters no rule checks: add a rule to helpers/parameters.py"
+    assert read - assigned_names(nb) == set(), "rules about names the parameters cell does not set"
+
+
+@pytest.mark.parametrize("nb, changes, expected", BAD,
+                         ids=[f"{nb}-{'+'.join(changes)}-{i}" for i, (nb, changes, _) in enumerate(BAD)])
+def test_a_bad_value_breaks_one_rule_with_a_message_naming_it(nb, changes, expected):
+    error = broken_rules(nb, changes)
+    assert len(error.rules) == 1, str(error)
+    message = str(error)
+    assert "\n" not in message
+    for text in expected:
+        assert text in message
+
+
+def test_every_rule_is_caught_by_a_bad_case():
+    hit = {id(rule) for nb, changes, _ in BAD for rule in broken_rules(nb, changes).rules}
+    missed = [f"{nb} rule {i} on {', '.join(rule.names)}" for nb in RULES for i, rule in enumerate(RULES[nb])
+              if id(rule) not in hit]
+    assert not missed, "rules without a bad case in BAD: " + "; ".join(missed)
+
+
+def test_several_broken_rules_are_reported_together_on_one_line():
+    error = broken_rules("05", {"HEADLINE_S": 3000, "ITERS": 0, "TOKENS": 24576})
+    assert len(error.rules) == 3
+    assert str(error).count("; ") == 2 and "\n" not in str(error)
+    assert error._render_traceback_() == [f"ParameterError: {error}"]   # one line in Jupyter
+
+
+def test_a_rule_about_a_broken_parameter_does_not_repeat_the_problem():
+    error = broken_rules("05", {"SEQ_LENS": "512, 1024"})   # not a list: the rules comparing with it stay quiet
+    assert [rule.names[0] for rule in error.rules] == ["SEQ_LENS"]
+
+
+def test_a_missing_parameter_is_named():
+    namespace = defaults("05")
+    del namespace["HEADLINE_S"]
+    with pytest.raises(ParameterError, match=r"^HEADLINE_S is not defined: the parameters cell must set it$"):
+        check_parameters("05", namespace)
+
+
+def test_an_unknown_notebook_is_a_clear_error():
+    with pytest.raises(ParameterError, match=r"no parameter rules for notebook '09'; the notebooks are 01, 02"):
+        check_parameters("09", {})
+
+
+def test_parameter_error_is_a_course_error():
+    from helpers.errors import CourseError
+    assert issubclass(ParameterError, CourseError)
+
+
+def test_bar_graph_choices_are_the_labels_notebook_06_builds():
+    code = "".join("".join(c["source"]) for c in _code_cells("06"))
+    for label in parameters.GRAPHS_06:
+        assert f'"{label}"' in code, f"notebook 06 builds no graph labelled {label!r}"
+
+
+def test_fp8_sequence_lengths_are_notebook_05s():
+    for cell in _code_cells("05"):
+        for node in ast.walk(ast.parse("".join(cell["source"]))):
+            if isinstance(node, ast.Assign) and [getattr(t, "id", None) for t in node.targets] == ["FP8_SEQ_LENS"]:
+                assert ast.literal_eval(node.value) == parameters.FP8_ATTENTION_SEQ_LENS
+                return
+    pytest.fail("notebook 05 no longer sets FP8_SEQ_LENS")
+
+
+def test_allowed_compile_modes_are_torch_modes_without_cuda_graphs():
+    from torch._inductor import list_mode_options
+    modes = list_mode_options()
+    for mode in parameters.COMPILE_MODES:
+        assert mode in modes and not modes[mode].get("triton.cudagraphs"), mode
+
+
+def test_heur_modes_rule_takes_the_real_cudnn_enum():
+    cudnn = pytest.importorskip("cudnn")
+    assert check_parameters("03", defaults("03", cudnn=cudnn)) is None
+    error = broken_rules("03", {"HEUR_MODES": [cudnn.heur_mode.A, cudnn.heur_mode.A]})   # a repeat
+    assert "cudnn.heur_mode.FALLBACK" in str(error)
+
+
+@pytest.mark.parametrize("nb", sorted(RULES))
+def test_a_check_cell_follows_the_parameters_cell_with_its_own_notebook(nb):
+    """Where a notebook calls check_parameters, it is the next code cell after the parameters cell, for itself."""
+    cells = _code_cells(nb)
+    calls = [i for i, c in enumerate(cells) if "check_parameters(" in "".join(c["source"])]
+    if not calls:
+        pytest.skip(f"notebook {nb} has no check_parameters cell yet")
+    index = next(i for i, c in enumerate(cells) if "parameters" in c["metadata"].get("tags", []))
+    assert calls == [index + 1]
+    assert f'H.check_parameters("{nb}", globals())' in "".join(cells[index + 1]["source"])
