@@ -68,6 +68,14 @@ def _short_need(feature: str) -> str:
     return ", ".join(needs) or "—"
 
 
+def _memory_verdict(reserved_gib: float | None) -> str:
+    """'3.2 GiB: fits every profile', or which profiles it does not fit (the allocator cap would stop it there)."""
+    if reserved_gib is None:
+        return "not recorded"
+    over = [key.upper() for key in COLAB_ORDER if reserved_gib > PROFILES[key].memory_gb]
+    return f"{reserved_gib:.1f} GiB: " + (f"over {', '.join(over)}" if over else "fits every profile")
+
+
 def table(nb_dir: Path = NB_DIR) -> str:
     """The markdown table (without the markers)."""
     import nbformat
@@ -83,7 +91,7 @@ def table(nb_dir: Path = NB_DIR) -> str:
         if later:
             tier += "; " + ", ".join(f"{SECTION[f]}: {_short_need(f)}" for f in later)
         peak = (stamp(nb) or {}).get("peak_memory_gib") or {}
-        memory = f"{peak['reserved']:.1f} GiB reserved" if peak.get("reserved") is not None else "not recorded"
+        memory = _memory_verdict(peak.get("reserved"))
         lines.append(f"| {path.stem[:2]} | " + " | ".join([*cells, tier, memory]) + " |")
     return "\n".join(lines)
 
