@@ -56,7 +56,6 @@ REJECTED = "rejected"            # subfolder that rejected entries are moved int
 NOT_AN_ENTRY = "not-an-entry"    # the reason for a file the cache did not write
 _LEN = struct.Struct("<I")
 _ENTRY_NAME = re.compile(r"[0-9a-f]{32}\.plan")                  # path_for's names
-_TEMP_NAME = re.compile(r"[0-9a-f]{32}\.plan\.[A-Za-z0-9_]+\.tmp")  # put's temp files (left by a crash)
 _REJECTED_NAME = re.compile(r"[0-9a-f]{32}\.[a-z-]+\.[A-Za-z0-9_]+\.plan")  # _reject's names
 
 
@@ -199,7 +198,8 @@ class PlanCache:
         return header, data[start + length :]
 
     def get(self, key: str, meta: dict | None = None) -> bytes | None:
-        """The blob stored under ``key``, or None (missing, or dropped with a warning).
+        """The blob stored under ``key``, or None: missing, or refused with a ``PlanCacheWarning`` (an entry is
+        moved into ``rejected/``; a file that is not an entry is left where it is).
 
         With ``meta``, the stored metadata must equal it (e.g. the shape the plan
         was built for)."""
@@ -281,9 +281,9 @@ class PlanCache:
         return self._own_files(self.rejected_dir, _REJECTED_NAME)
 
     def clear(self, rejected: bool = False) -> None:
-        """Delete the cache's own entries (and temp files a crash left); with ``rejected=True``, also the
-        rejected ones. Files the cache did not write stay, whatever their name or suffix."""
-        doomed = self.entries() + self._own_files(self.directory, _TEMP_NAME)
+        """Delete the cache's own entries; with ``rejected=True``, also the rejected ones. Files the cache did
+        not write stay, whatever their name or suffix (and so do temp files another process may be writing)."""
+        doomed = self.entries()
         if rejected:
             doomed += self.rejected()
         for path in doomed:
