@@ -16,8 +16,21 @@ class CudnnNotFoundError(CourseError):
     """No loadable libcudnn was found."""
 
 
+class CudnnLoadError(CudnnNotFoundError):
+    """A libcudnn file was found but cannot be loaded (empty, cut short, not a shared library)."""
+
+
+class CudnnVersionError(CudnnNotFoundError):
+    """The loaded libcudnn is not a cuDNN 9, or two copies of cuDNN are mixed in one process."""
+
+
 class FeatureUnavailable(CourseError):
     """The GPU or cuDNN version lacks a feature this code needs."""
+
+
+def one_line(text) -> str:
+    """``text`` with every run of whitespace, newlines included, made one space: a message for a CourseError."""
+    return " ".join(str(text).split())
 
 
 def first_line(exc: BaseException, width: int = 110) -> str:

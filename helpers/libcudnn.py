@@ -9,7 +9,21 @@ installs, Colab's system site), torch already loaded a *different* copy, or no
 copy exists and the error only appears at the first call ("Unable to find
 symbol cudnnGetVersion"). ``load_cudnn`` picks one library on purpose — the one
 torch uses when there is one — points the frontend at it, and fails early with
-one line when there is none.
+one line (a ``CudnnNotFoundError``, or its subclasses ``CudnnLoadError`` and
+``CudnnVersionError``) for each set-up failure it can see:
+
+- no libcudnn anywhere: what was searched and what to install;
+- the chosen file cannot be loaded (empty, cut short, a text file): the file, what
+  is wrong and how to fix it. The next copy is *not* tried instead: that would hide
+  which cuDNN runs (and so a version mismatch), and the frontend's own search would
+  still stop at a broken file on ``LD_LIBRARY_PATH``;
+- the frontend is missing or cannot be imported;
+- the loaded backend is not a cuDNN 9 (``MIN_BACKEND``), or libcudnn files from two
+  folders are mapped into the process (two copies mixed: the cause of
+  ``CUDNN_STATUS_SUBLIBRARY_VERSION_MISMATCH``). Sub-libraries load lazily, at the
+  first handle, so a mix that starts later is not seen here.
+
+Every message is one line (no newline in ``str(exc)``); in Jupyter only that line shows.
 """
 from __future__ import annotations
 
@@ -18,13 +32,16 @@ import ctypes.util
 import glob
 import importlib.util
 import os
+import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import CudnnNotFoundError
+from .errors import CudnnLoadError, CudnnNotFoundError, CudnnVersionError, one_line
 
 _SONAMES = ("libcudnn.so.9", "libcudnn.so")
+MIN_BACKEND = 90000     # cuDNN 9.0.0, the oldest backend the course supports (cuDNN 9 numbers versions 9xxyy)
+_verified = None        # the cudnn module once load_cudnn has checked it: later calls return it at once
 
 
 @dataclass(frozen=True)
@@ -109,36 +126,141 @@ def _torch_loads_cudnn() -> None:
         pass
 
 
+def _what_to_install() -> str:
+    """The runtime that matches torch's CUDA (``pip install ...``), or what to do with a CPU-only torch."""
+    try:
+        import torch
+
+        cuda = torch.version.cuda
+    except Exception:  # torch missing or broken
+        cuda = "?"
+    wheels = "`pip install nvidia-cudnn-cu12` (CUDA 12) or `pip install nvidia-cudnn-cu13` (CUDA 13)"
+    if cuda is None:
+        return f"this torch is a CPU-only build, which brings no cuDNN — install a CUDA build of torch, or {wheels}"
+    major = str(cuda).split(".")[0]
+    if major in ("12", "13"):
+        return f"install the runtime for torch's CUDA {cuda} (`pip install nvidia-cudnn-cu{major}`)"
+    return f"install {wheels}"
+
+
+def _explain_oserror(path: str, exc: OSError) -> str:
+    """What the dynamic loader said about ``path``, in words (ctypes says ``PATH: reason``)."""
+    text = one_line(exc)
+    text = text[len(path) + 2:] if text.startswith(path + ": ") else text
+    if "file too short" in text:
+        return f"{text} (empty or cut short: not a shared library)"
+    if "invalid ELF header" in text:
+        return f"{text} (not a shared library: a text file, an error page, a git-lfs pointer?)"
+    if "wrong ELF class" in text:
+        return f"{text} (built for another architecture)"
+    return text
+
+
+def _broken(path: str, source: str, exc: OSError) -> CudnnLoadError:
+    if source == "LD_LIBRARY_PATH":
+        fix = f"take {os.path.dirname(path)} off LD_LIBRARY_PATH or put a working copy there"
+    elif "wheel" in source:
+        fix = "reinstall it (`pip install --force-reinstall` the nvidia-cudnn wheel)"
+    else:
+        fix = "remove or replace it"
+    return CudnnLoadError(one_line(
+        f"{path} could not be loaded: {_explain_oserror(path, exc)}. It comes first in the search ({source}), "
+        f"so no other copy is tried: {fix}, then restart the kernel."))
+
+
+def _import_frontend():
+    """``import cudnn``, with a one-line error when that fails."""
+    try:
+        import cudnn
+    except ImportError as exc:
+        if isinstance(exc, ModuleNotFoundError) and exc.name == "cudnn":
+            raise CudnnNotFoundError("the cuDNN frontend is not installed: `pip install nvidia-cudnn-frontend`, "
+                                     "then restart the kernel.") from None
+        raise CudnnNotFoundError(one_line(f"the cuDNN frontend cannot be imported ({exc}): reinstall it "
+                                          "(`pip install --force-reinstall nvidia-cudnn-frontend`).")) from None
+    except OSError as exc:  # its own search (LD_LIBRARY_PATH first) stopped at a file it could not load
+        found = re.match(r"(\S*libcudnn[^:\s]*): ", str(exc))
+        path = found.group(1) if found else "a libcudnn on LD_LIBRARY_PATH"
+        raise _broken(path, "LD_LIBRARY_PATH", exc) from None
+    return cudnn
+
+
+def version_string(version: int) -> str:
+    """cuDNN's version number as text: 91900 -> '9.19.0' (cuDNN 9+), 8907 -> '8.9.7' (cuDNN 8)."""
+    major, rest = (version // 10000, version % 10000) if version >= 90000 else (version // 1000, version % 1000)
+    return f"{major}.{rest // 100}.{rest % 100}"
+
+
+def loaded_copies(maps: str = "/proc/self/maps") -> list[str]:
+    """The folders of every libcudnn file (main library and sub-libraries) mapped into this process (Linux)."""
+    folders = set()
+    try:
+        with open(maps) as lines:
+            for line in lines:
+                name = line.rsplit(None, 1)[-1]
+                if re.match(r"libcudnn(_[a-z_]+)?\.so", os.path.basename(name)):
+                    folders.add(os.path.dirname(os.path.realpath(name)))
+    except OSError:
+        pass
+    return sorted(folders)
+
+
+def _check_backend(cudnn) -> None:
+    """One line when the backend is missing, not a cuDNN 9, or mixed with another copy."""
+    try:
+        version = int(cudnn.backend_version())
+    except Exception as exc:
+        searched = ", ".join(sorted({c.source for c in candidates()}))
+        where = (f"one was found ({searched}), yet the frontend could not use it" if searched else
+                 "searched LD_LIBRARY_PATH, the nvidia-cudnn wheels, torch/lib, $CUDNN_PATH, $CUDA_HOME "
+                 "and the system folders")
+        raise CudnnNotFoundError(one_line(
+            f"no usable libcudnn.so.9 ({where}; the frontend says: {exc}): {_what_to_install()}, "
+            "then restart the kernel.")) from None
+    frontend = getattr(cudnn, "__version__", "?")
+    library = loaded_library() or "the libcudnn it found"
+    if not MIN_BACKEND <= version < 100000:
+        need = f"{version_string(MIN_BACKEND)} or newer" if version < MIN_BACKEND else "9.x, libcudnn.so.9"
+        raise CudnnVersionError(one_line(
+            f"cuDNN frontend {frontend} loaded cuDNN {version_string(version)} from {library}, but the course needs "
+            f"a cuDNN 9 ({need}): {_what_to_install()}; take the other copy off LD_LIBRARY_PATH (or uninstall "
+            "it), then restart the kernel."))
+    copies = loaded_copies()
+    if len(copies) > 1:
+        raise CudnnVersionError(one_line(
+            f"two cuDNN copies are loaded in this process, from {' and '.join(copies)} (mixing them fails with "
+            "CUDNN_STATUS_SUBLIBRARY_VERSION_MISMATCH): keep one — uninstall the other or take its folder off "
+            "LD_LIBRARY_PATH — and call H.load_cudnn() before `import cudnn`, then restart the kernel."))
+
+
 def load_cudnn(verbose: bool = False):
     """Import and return the ``cudnn`` module with a working backend library.
 
-    Raises ``CudnnNotFoundError`` (one line: what was searched, what to install)
-    when no libcudnn can be loaded.
+    Raises ``CudnnNotFoundError`` (one line: what was searched, what to install) when no libcudnn can be
+    loaded, ``CudnnLoadError`` (a subclass) when the chosen file is broken, and ``CudnnVersionError``
+    (a subclass) when the backend is not a cuDNN 9 or two copies are mixed. Checks run once per process.
     """
-    if "cudnn" not in sys.modules:
-        _torch_loads_cudnn()
-        found = candidates()
-        if found:
-            chosen = found[0]
-            ctypes.CDLL(chosen.path, mode=ctypes.RTLD_GLOBAL)
-            # The frontend honours LD_LIBRARY_PATH first: point it at our choice.
-            # (Without a libcudnn.so.9 there, its soname lookup finds the copy we just loaded.)
-            folder = os.path.dirname(chosen.path)
-            if os.path.exists(os.path.join(folder, "libcudnn.so.9")):
-                rest = [p for p in os.environ.get("LD_LIBRARY_PATH", "").split(os.pathsep) if p and p != folder]
-                os.environ["LD_LIBRARY_PATH"] = os.pathsep.join([folder, *rest])
-    import cudnn
-
-    try:
-        cudnn.backend_version()
-    except Exception as exc:
-        searched = ", ".join(sorted({c.source for c in candidates()})) or "nothing found"
-        raise CudnnNotFoundError(
-            "cuDNN frontend imported, but no libcudnn.so.9 could be loaded "
-            f"({exc}). Install a runtime: `pip install nvidia-cudnn-cu12` (CUDA 12) or "
-            "`nvidia-cudnn-cu13` (CUDA 13), or add its folder to LD_LIBRARY_PATH. "
-            f"Searched: {searched}."
-        ) from None
+    global _verified
+    cudnn = sys.modules.get("cudnn")
+    if cudnn is None or cudnn is not _verified:
+        if cudnn is None:
+            _torch_loads_cudnn()
+            found = candidates()
+            if found:
+                chosen = found[0]
+                try:
+                    ctypes.CDLL(chosen.path, mode=ctypes.RTLD_GLOBAL)
+                except OSError as exc:
+                    raise _broken(chosen.path, chosen.source, exc) from None
+                # The frontend honours LD_LIBRARY_PATH first: point it at our choice.
+                # (Without a libcudnn.so.9 there, its soname lookup finds the copy we just loaded.)
+                folder = os.path.dirname(chosen.path)
+                if os.path.exists(os.path.join(folder, "libcudnn.so.9")):
+                    rest = [p for p in os.environ.get("LD_LIBRARY_PATH", "").split(os.pathsep) if p and p != folder]
+                    os.environ["LD_LIBRARY_PATH"] = os.pathsep.join([folder, *rest])
+        cudnn = _import_frontend()
+        _check_backend(cudnn)
+        _verified = cudnn
     if verbose:
         print(f"cuDNN backend {cudnn.backend_version_string()} from {loaded_library()}")
     return cudnn

@@ -4,7 +4,7 @@ import warnings
 
 import pytest
 
-from helpers.recipes.plancache import MAGIC, PlanCache, PlanCacheWarning
+from helpers.recipes.plancache import MAGIC, PlanCache, PlanCacheError, PlanCacheWarning
 
 FP = {"gpu": "NVIDIA H200", "sm": 90, "sm_count": 132, "driver": "580.159.04", "cuda_runtime": "13.0",
       "cudnn_backend": 91900, "cudnn_frontend": "1.32.0"}
@@ -20,15 +20,26 @@ def cache(tmp_path):
     return PlanCache(tmp_path / "plans", fingerprint=FP)
 
 
-def dropped(cache, key, meta=None):
-    """get() that must return None with exactly one PlanCacheWarning; returns its reason."""
+def refused(cache, key, meta=None):
+    """get() that must return None with exactly one PlanCacheWarning; returns the warning."""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         assert cache.get(key, meta=meta) is None
     found = [w.message for w in caught if issubclass(w.category, PlanCacheWarning)]
     assert len(found) == 1, [str(w.message) for w in caught]
-    assert not cache.path_for(key).exists(), "a bad entry is removed, so the rebuild can replace it"
-    return found[0].reason
+    return found[0]
+
+
+def dropped(cache, key, meta=None):
+    """get() that must refuse the key's entry and move it (bytes unchanged) into rejected/; returns the reason."""
+    path = cache.path_for(key)
+    before = path.read_bytes()
+    warning = refused(cache, key, meta)
+    assert not path.exists(), "a bad entry is moved away, so the rebuild can replace it"
+    assert warning.moved_to in cache.rejected() and warning.moved_to.read_bytes() == before, "kept, not deleted"
+    assert f"moved to rejected/{warning.moved_to.name}" in str(warning), "the warning says where it went"
+    assert f".{warning.reason}." in warning.moved_to.name
+    return warning.reason
 
 
 def test_round_trip_and_miss(cache):
@@ -68,10 +79,7 @@ def test_corrupt_payload_fails_checksum(cache):
     assert dropped(cache, "k") == "corrupt"
 
 
-def test_garbage_and_bad_header(cache):
-    path = cache.put("k", BLOB)
-    path.write_bytes(b"\x00garbage" * 100)
-    assert dropped(cache, "k") == "corrupt"
+def test_bad_header(cache):
     path = cache.put("k", BLOB)
     data = path.read_bytes()
     path.write_bytes(data[: len(MAGIC) + 4] + b"{not json" + data[len(MAGIC) + 13 :])
@@ -142,6 +150,103 @@ def test_overwrite(cache):
     assert cache.get("k") == b"second"
     assert len(cache.entries()) == 1
     cache.clear()
+    assert cache.entries() == []
+
+
+# ---------------------------------------------------------------- files the cache did not write
+def users_files(folder):
+    """A user's own files in the cache folder: a raw plan with and without the suffix, a copy of an entry
+    under their own name, notes, a folder. Returns {path: bytes}."""
+    folder.mkdir(parents=True, exist_ok=True)
+    files = {folder / "my_own_cudnn_graph.plan": b"\x00raw serialize() bytes" * 50,
+             folder / "my_own_cudnn_graph": b"\x00raw serialize() bytes" * 50,
+             folder / "backup.plan": MAGIC + b"\x10\x00\x00\x00" + b"a copy of an entry, kept by me",
+             folder / "notes.txt": b"which plan is which",
+             folder / "mine" / "x.plan": b"in a subfolder"}
+    for path, data in files.items():
+        path.parent.mkdir(exist_ok=True)
+        path.write_bytes(data)
+    return files
+
+
+def assert_intact(files):
+    for path, data in files.items():
+        assert path.read_bytes() == data, f"{path.name} was changed"
+
+
+def test_clear_deletes_only_the_caches_own_entries(cache):
+    files = users_files(cache.directory)
+    cache.put("k", BLOB)
+    cache.put("k2", BLOB)
+    assert cache.entries() == sorted([cache.path_for("k"), cache.path_for("k2")]), "a user's file is not an entry"
+    cache.clear()
+    assert cache.entries() == []
+    assert_intact(files)
+
+
+def test_clear_keeps_rejected_entries_unless_asked(cache):
+    cache.put("k", BLOB)
+    cache.path_for("k").write_bytes(cache.path_for("k").read_bytes()[:-1])
+    assert dropped(cache, "k") == "truncated"
+    theirs = cache.rejected_dir / "their-note.txt"
+    theirs.write_bytes(b"not the cache's")
+    cache.clear()
+    assert len(cache.rejected()) == 1
+    cache.clear(rejected=True)
+    assert cache.rejected() == [] and theirs.read_bytes() == b"not the cache's"
+
+
+@pytest.mark.parametrize("data", [b"x" * 19, b"\x00garbage" * 100, b"plain text, not a plan\n"],
+                         ids=["19 bytes", "garbage", "text"])
+def test_a_file_at_a_keys_path_that_is_not_an_entry(cache, data):
+    """Someone else's file under a key's exact name: named as such, never moved, overwritten or deleted."""
+    files = users_files(cache.directory)
+    path = cache.path_for("k")
+    path.write_bytes(data)
+    warning = refused(cache, "k")
+    assert warning.reason == "not-an-entry" and warning.moved_to is None
+    assert str(path) in str(warning) and "is not a plan-cache entry" in str(warning)
+    with pytest.raises(PlanCacheError) as err:
+        cache.put("k", BLOB)
+    assert str(path) in str(err.value) and "\n" not in str(err.value)
+    assert cache.entries() == [] and cache.rejected() == []
+    cache.clear(rejected=True)
+    assert path.read_bytes() == data
+    assert_intact(files)
+
+
+def test_a_folder_or_a_link_at_a_keys_path_is_left_alone(cache, tmp_path):
+    target = tmp_path / "elsewhere.plan"
+    target.write_bytes(cache.put("k", BLOB).read_bytes())  # a real entry's bytes, behind a link
+    cache.path_for("k").unlink()
+    cache.path_for("k").symlink_to(target)
+    cache.path_for("d").mkdir()
+    for key in ("k", "d"):
+        assert refused(cache, key).reason == "not-an-entry"
+        with pytest.raises(PlanCacheError):
+            cache.put(key, BLOB)
+    cache.clear(rejected=True)
+    assert cache.path_for("k").is_symlink() and cache.path_for("d").is_dir() and target.read_bytes()
+
+
+def test_every_rejection_is_kept_in_rejected(cache):
+    """Truncated, corrupt, foreign: each reported with its reason and found afterwards in rejected/."""
+    reasons = []
+    path = cache.put("k", BLOB, META)
+    path.write_bytes(path.read_bytes()[:-100])
+    reasons.append(dropped(cache, "k"))
+    path = cache.put("k", BLOB, META)
+    data = bytearray(path.read_bytes())
+    data[-100] ^= 0xFF
+    path.write_bytes(bytes(data))
+    reasons.append(dropped(cache, "k"))
+    PlanCache(cache.directory, fingerprint=dict(FP, driver=ELSEWHERE["driver"])).put("k", BLOB, META)
+    reasons.append(dropped(cache, "k"))
+    cache.put("k", BLOB, META)
+    reasons.append(dropped(cache, "k", meta=dict(META, shape=[64, 128, 56, 56])))
+    assert reasons == ["truncated", "corrupt", "foreign", "mismatch"]
+    rejected = cache.rejected()
+    assert len(rejected) == 4 and sorted(p.name.split(".")[1] for p in rejected) == sorted(reasons)
     assert cache.entries() == []
 
 
@@ -218,3 +323,23 @@ def test_get_or_build_foreign_entry(tmp_path):
     with pytest.warns(PlanCacheWarning):
         result = newer.get_or_build(FakeGraph(), build, new_graph=FakeGraph)
     assert result.source == "rebuilt" and [w.reason for w in result.warnings] == ["foreign"]
+
+
+def test_get_or_build_keeps_what_cudnn_refused(cache):
+    cache.get_or_build(FakeGraph(), build, new_graph=FakeGraph)
+    with pytest.warns(PlanCacheWarning):
+        again = cache.get_or_build(FakeGraph(), build, new_graph=lambda: FakeGraph(refuse=True))
+    (warning,) = again.warnings
+    assert warning.moved_to in cache.rejected() and cache.get(again.key) == BLOB, "kept aside, and the rebuild stored"
+
+
+def test_get_or_build_never_overwrites_a_users_file(cache):
+    """The key's name holds someone else's file: build, warn, leave the file, return the graph unstored."""
+    key = PlanCache.graph_key(FakeGraph())
+    cache.path_for(key).parent.mkdir(parents=True)
+    cache.path_for(key).write_bytes(b"mine")
+    with pytest.warns(PlanCacheWarning, match="not a plan-cache entry"):
+        result = cache.get_or_build(FakeGraph(), build, new_graph=FakeGraph)
+    assert result.source == "built" and result.graph.built and not result.stored
+    assert [w.reason for w in result.warnings] == ["not-an-entry"]
+    assert cache.path_for(key).read_bytes() == b"mine"

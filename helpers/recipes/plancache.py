@@ -10,12 +10,25 @@ checks all of it on load:
 The header holds the format, the full key, the fingerprint (GPU model, SM
 version and SM count, driver, CUDA runtime, cuDNN backend and frontend), caller
 metadata (e.g. the shape), and the blob's size and SHA-256.
+
+The cache touches only its own entries: a file named like one (``<32 hex>.plan``,
+from the key) that starts with MAGIC (an empty or shorter file that is a
+beginning of MAGIC counts as an entry cut short). Anything else in the folder —
+a user's ``my_graph.plan``, a raw ``serialize()`` blob, a link, a folder — is never
+moved, overwritten or deleted, whatever its suffix.
+
 An entry that is truncated, corrupt, from another fingerprint, stored under
 another key or with other metadata is never returned: ``get`` warns
-(``PlanCacheWarning``, with a ``reason``), deletes the entry and returns None,
-so the caller rebuilds. Writes go to a temporary file in the same folder and
-are moved into place with ``os.replace`` (atomic), so a crash mid-write never
-leaves half an entry under the real name.
+(``PlanCacheWarning``, with a ``reason``), moves the entry aside into
+``rejected/`` under a unique name (``rejected()`` lists them; the warning's
+``moved_to`` says where) and returns None, so the caller rebuilds. When a key's
+file is *not* an entry (someone else's file under that name), ``get`` warns with
+reason ``'not-an-entry'``, leaves it untouched and returns None, and ``put``
+refuses to overwrite it: it raises ``PlanCacheError`` naming the file
+(``get_or_build`` then returns the graph it built, unstored, ``stored=False``).
+Writes go to a temporary file in the same folder and are moved into place with
+``os.replace`` (atomic), so a crash mid-write never leaves half an entry under
+the real name. ``clear()`` removes the cache's own entries and nothing else.
 
 The file layer (``get``/``put``) needs no GPU and no cuDNN; ``get_or_build``
 adds the graph side on top.
@@ -25,6 +38,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import struct
 import tempfile
 import time
@@ -33,18 +47,31 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from ..errors import CourseError
+
 MAGIC = b"CUDNNCOURSEPLAN\0"
 FORMAT = 1
 SUFFIX = ".plan"
+REJECTED = "rejected"            # subfolder that rejected entries are moved into
+NOT_AN_ENTRY = "not-an-entry"    # the reason for a file the cache did not write
 _LEN = struct.Struct("<I")
+_ENTRY_NAME = re.compile(r"[0-9a-f]{32}\.plan")                  # path_for's names
+_REJECTED_NAME = re.compile(r"[0-9a-f]{32}\.[a-z-]+\.[A-Za-z0-9_]+\.plan")  # _reject's names
 
 
 class PlanCacheWarning(UserWarning):
-    """An unusable cache entry was dropped; ``reason`` says why (one word)."""
+    """An unusable entry was moved aside (``moved_to``), or a key's file is not an entry and was left alone;
+    ``reason`` says why: 'truncated', 'corrupt', 'foreign', 'mismatch', 'undeserializable', 'unreadable' or
+    'not-an-entry'."""
 
-    def __init__(self, reason: str, message: str):
+    def __init__(self, reason: str, message: str, moved_to: Path | None = None):
         super().__init__(f"plan cache: {message} — rebuilding")
         self.reason = reason
+        self.moved_to = moved_to
+
+
+class PlanCacheError(CourseError):
+    """``put`` would overwrite a file the cache did not write."""
 
 
 def current_fingerprint() -> dict:
@@ -65,6 +92,18 @@ def current_fingerprint() -> dict:
             "cudnn_frontend": str(cudnn.__version__)}
 
 
+def _is_own(path: Path, name: re.Pattern) -> bool:
+    """A file this cache wrote: one of its names, a regular file, and MAGIC (or a beginning of it) first."""
+    if not name.fullmatch(path.name) or path.is_symlink() or not path.is_file():
+        return False
+    try:
+        with open(path, "rb") as f:
+            head = f.read(len(MAGIC))
+    except OSError:
+        return False
+    return head == MAGIC[: len(head)]
+
+
 def _canonical(obj: Any) -> Any:
     """JSON round trip, so tuples/lists and int/str keys compare the way they are stored."""
     return json.loads(json.dumps(obj, sort_keys=True, default=str))
@@ -73,11 +112,12 @@ def _canonical(obj: Any) -> Any:
 @dataclass
 class CacheResult:
     graph: Any
-    source: str          # "built" (nothing usable stored), "loaded", or "rebuilt" (an entry was dropped)
+    source: str          # "built" (nothing usable stored), "loaded", or "rebuilt" (an entry was rejected)
     key: str
     path: Path
     ms: float            # wall time of the build or the load
     warnings: list = field(default_factory=list)
+    stored: bool = True  # False when the key's file is not an entry, so the new plan was not written there
 
 
 class PlanCache:
@@ -95,17 +135,28 @@ class PlanCache:
     # ------------------------------------------------------------ file layer
     def path_for(self, key: str) -> Path:
         """The entry's file. Named by the key only: an entry written under another
-        fingerprint lands on the same name and is detected (and replaced) on load."""
+        fingerprint lands on the same name and is detected (and moved aside) on load."""
         if not isinstance(key, str) or not key:
             raise ValueError(f"cache key must be a non-empty string, got {key!r}")
         return self.directory / (hashlib.sha256(key.encode("utf-8")).hexdigest()[:32] + SUFFIX)
 
+    @staticmethod
+    def is_entry(path: str | os.PathLike) -> bool:
+        """Whether ``path`` is one of the cache's own entries: named like one (``<32 hex>.plan``), a regular
+        file (not a link), and its bytes start with MAGIC (or are a beginning of it: an entry cut short)."""
+        return _is_own(Path(path), _ENTRY_NAME)
+
     def put(self, key: str, blob: bytes, meta: dict | None = None) -> Path:
-        """Store ``blob`` under ``key`` atomically (temp file + fsync + os.replace)."""
+        """Store ``blob`` under ``key`` atomically (temp file + fsync + os.replace).
+
+        Raises ``PlanCacheError`` rather than overwrite a file at the key's path that is not an entry."""
         if not isinstance(blob, (bytes, bytearray, memoryview)):
             raise TypeError(f"blob must be bytes, got {type(blob).__name__} (use serialize(as_bytes=True))")
         blob = bytes(blob)
         path = self.path_for(key)
+        if (path.exists() or path.is_symlink()) and not self.is_entry(path):
+            raise PlanCacheError(f"{path} is not a plan-cache entry, so the plan for this key is not stored "
+                                 "(the file is left as it is): move it elsewhere, or use another cache folder")
         header = {"format": FORMAT, "key": key, "fingerprint": self.fingerprint, "meta": _canonical(meta or {}),
                   "size": len(blob), "sha256": hashlib.sha256(blob).hexdigest()}
         text = json.dumps(header, sort_keys=True).encode("utf-8")
@@ -126,13 +177,15 @@ class PlanCache:
         return path
 
     def read_header(self, path: Path) -> tuple[dict, bytes]:
-        """Parse one entry file; ``ValueError(reason, message)`` if it is damaged."""
+        """Parse one entry file; ``ValueError(reason, message)`` if it is damaged or not an entry."""
         data = path.read_bytes()
         start = len(MAGIC) + _LEN.size
+        head = data[: len(MAGIC)]
+        if head != MAGIC[: len(head)]:  # checked first: a short file of someone else's is not "truncated"
+            raise ValueError(NOT_AN_ENTRY, f"{path} is not a plan-cache entry (no {MAGIC[:-1].decode()} header): "
+                                           "left untouched, and this key's plan is not stored over it")
         if len(data) < start:
             raise ValueError("truncated", f"{path.name} is truncated ({len(data)} bytes)")
-        if data[: len(MAGIC)] != MAGIC:
-            raise ValueError("corrupt", f"{path.name} is not a plan cache entry (bad magic)")
         (length,) = _LEN.unpack_from(data, len(MAGIC))
         if len(data) < start + length:
             raise ValueError("truncated", f"{path.name} is truncated inside its header")
@@ -145,20 +198,28 @@ class PlanCache:
         return header, data[start + length :]
 
     def get(self, key: str, meta: dict | None = None) -> bytes | None:
-        """The blob stored under ``key``, or None (missing, or dropped with a warning).
+        """The blob stored under ``key``, or None: missing, or refused with a ``PlanCacheWarning`` (an entry is
+        moved into ``rejected/``; a file that is not an entry is left where it is).
 
         With ``meta``, the stored metadata must equal it (e.g. the shape the plan
         was built for)."""
         path = self.path_for(key)
-        if not path.exists():
+        if not (path.exists() or path.is_symlink()):
+            return None
+        if path.is_symlink() or not path.is_file():  # a link, a folder: never the cache's own
+            warnings.warn(PlanCacheWarning(NOT_AN_ENTRY, f"{path} is not a plan-cache entry (not a regular file): "
+                                                         "left untouched"), stacklevel=2)
             return None
         try:
             header, blob = self.read_header(path)
             self._verify(header, blob, key, meta, path.name)
         except ValueError as exc:
             reason, message = exc.args if len(exc.args) == 2 else ("corrupt", str(exc))
-            self._drop(path)
-            warnings.warn(PlanCacheWarning(reason, message), stacklevel=2)
+            moved = None
+            if reason != NOT_AN_ENTRY:
+                moved = self._reject(path, reason)
+                message += self._where(moved)
+            warnings.warn(PlanCacheWarning(reason, message, moved), stacklevel=2)
             return None
         except OSError as exc:
             warnings.warn(PlanCacheWarning("unreadable", f"{path.name} cannot be read ({exc})"), stacklevel=2)
@@ -181,19 +242,57 @@ class PlanCache:
         if header.get("sha256") != hashlib.sha256(blob).hexdigest():
             raise ValueError("corrupt", f"{name} fails its checksum")
 
-    @staticmethod
-    def _drop(path: Path) -> None:
+    @property
+    def rejected_dir(self) -> Path:
+        return self.directory / REJECTED
+
+    def _reject(self, path: Path, reason: str) -> Path | None:
+        """Move an entry into ``rejected/`` under a new, unique name; where it went (None if it could not move)."""
         try:
-            path.unlink()
+            self.rejected_dir.mkdir(parents=True, exist_ok=True)
+            fd, target = tempfile.mkstemp(prefix=f"{path.stem}.{reason}.", suffix=SUFFIX, dir=self.rejected_dir)
+            os.close(fd)
         except OSError:
-            pass
+            return None
+        try:
+            os.replace(path, target)  # over the placeholder that reserved the name
+        except OSError:
+            Path(target).unlink(missing_ok=True)
+            return None
+        return Path(target)
+
+    def _where(self, moved: Path | None) -> str:
+        if moved is None:
+            return f"; left in place (it could not be moved into {REJECTED}/)"
+        return f"; moved to {moved.relative_to(self.directory)}"
+
+    @staticmethod
+    def _own_files(folder: Path, name: re.Pattern) -> list[Path]:
+        if not folder.is_dir():
+            return []
+        return sorted(p for p in folder.iterdir() if _is_own(p, name))
 
     def entries(self) -> list[Path]:
-        return sorted(self.directory.glob("*" + SUFFIX)) if self.directory.exists() else []
+        """The cache's own entries (other files in the folder are not listed)."""
+        return self._own_files(self.directory, _ENTRY_NAME)
 
-    def clear(self) -> None:
-        for path in self.entries():
-            self._drop(path)
+    def rejected(self) -> list[Path]:
+        """Entries that ``get`` (or ``get_or_build``) refused and moved aside, in ``rejected/``."""
+        return self._own_files(self.rejected_dir, _REJECTED_NAME)
+
+    def clear(self, rejected: bool = False) -> None:
+        """Delete the cache's own entries; with ``rejected=True``, also the rejected ones. Files the cache did
+        not write stay, whatever their name or suffix (and so do temp files another process may be writing)."""
+        doomed = self.entries()
+        if rejected:
+            doomed += self.rejected()
+        for path in doomed:
+            path.unlink(missing_ok=True)
+        if rejected:
+            try:
+                self.rejected_dir.rmdir()  # only if nothing else is in it
+            except OSError:
+                pass
 
     # ------------------------------------------------------------ graph layer
     @staticmethod
@@ -234,9 +333,9 @@ class PlanCache:
                         fresh.deserialize(handle, blob)
                     loaded = fresh
                 except Exception as exc:  # the library refused it (e.g. a driver change): rebuild
-                    self._drop(path)
-                    warnings.warn(PlanCacheWarning("undeserializable",
-                                                   f"{path.name} was refused by cuDNN ({type(exc).__name__})"))
+                    moved = self._reject(path, "undeserializable")
+                    warnings.warn(PlanCacheWarning("undeserializable", f"{path.name} was refused by cuDNN "
+                                                   f"({type(exc).__name__}){self._where(moved)}", moved))
             ms = (time.perf_counter() - t0) * 1e3
         dropped = [w.message for w in caught if issubclass(w.category, PlanCacheWarning)]
         for w in caught:  # re-emit everything we caught, so the caller sees it too
@@ -245,6 +344,11 @@ class PlanCache:
             return CacheResult(loaded, "loaded", key, path, ms, dropped)
         t0 = time.perf_counter()
         build_fn(graph)
-        self.put(key, graph.serialize(as_bytes=True), meta=meta)
+        try:
+            self.put(key, graph.serialize(as_bytes=True), meta=meta)
+            stored = True
+        except PlanCacheError:  # someone else's file holds the key's name: get() has already warned
+            stored = False
         ms = (time.perf_counter() - t0) * 1e3
-        return CacheResult(graph, "rebuilt" if dropped else "built", key, path, ms, dropped)
+        rebuilt = any(w.reason != NOT_AN_ENTRY for w in dropped)
+        return CacheResult(graph, "rebuilt" if rebuilt else "built", key, path, ms, dropped, stored)
