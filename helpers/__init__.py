@@ -10,7 +10,8 @@ notebook metadata) lives in ``tools/`` and is never imported here.
 from .checking import TOLERANCE, CheckResult, check, check_table, poison_, rel_error, tolerance
 from .device import DeviceInfo, backend_version, device_info, dtype_name, has_gpu, require_gpu, versions, working_dtype
 from .exercises import exercise, grade_solution, solution
-from .errors import CourseError, CudnnNotFoundError, FeatureUnavailable, NoGPUError, _compact_warnings, first_line
+from .errors import (CourseError, CudnnLoadError, CudnnNotFoundError, CudnnVersionError, FeatureUnavailable, NoGPUError,
+                     _compact_warnings, first_line)
 from .features import Gate, feature_table, gate, notebook_requirements_met
 from .gpu_time import NotCapturable, gpu_time
 from .graphs import GraphIO, build, describe_tensors, get_handle, workspace_for
