@@ -77,6 +77,8 @@ def test_setup_cell_imports_helpers(nb):
     assert setup, "a code cell tagged 'setup'"
     src = setup[0].source
     assert "import helpers" in src and "google.colab" in src and "H.require_gpu()" in src
+    assert src.index("H.require_gpu()") < src.index("H.load_cudnn()"), (
+        "no GPU is the first thing a machine without one should hear: require_gpu() before load_cudnn()")
     assert _code(nb).index(setup[0]) == 0, "the setup cell is the first code cell"
 
 
