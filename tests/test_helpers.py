@@ -233,6 +233,20 @@ def test_code_hash_changes_with_code_not_outputs():
     assert notebooks.code_hash(nb) != before
 
 
+def test_code_hash_ignores_comments_and_blank_lines_but_not_code_or_strings():
+    from nbformat.v4 import new_code_cell, new_notebook
+
+    def hashed(source):
+        return notebooks.code_hash(new_notebook(cells=[new_code_cell(source)]))
+
+    base = hashed('x = 1  # one\nprint("# not a comment")')
+    assert hashed('# a better comment\n\nx = 1   # one, fixed\n\nprint("# not a comment")') == base
+    assert hashed('x = 1\nprint("# not a comment")') == base
+    assert hashed('x = 2  # one\nprint("# not a comment")') != base
+    assert hashed('x = 1  # one\nprint("# not a comment!")') != base, "a string is code, not a comment"
+    assert hashed('if x:\n    y = 1\nz = 2') != hashed('if x:\n    y = 1\n    z = 2'), "indentation is code"
+
+
 def test_executor_kernels_draw_inline_whatever_the_callers_backend(monkeypatch):
     from tools.execute import INLINE_BACKEND, kernel_env
 

@@ -34,15 +34,16 @@ def _source(cell) -> str:
 
 # ---------------------------------------------------------------- code hash and stamp
 def code_hash(nb) -> str:
-    """sha256 over the notebook's code cells, in order (trailing spaces ignored).
+    """sha256 over what the notebook's code cells run, in order: comments, blank lines and trailing spaces are
+    left out, so fixing a comment does not call for a GPU run; any change to the code does.
 
     Repository URLs are replaced by a placeholder first, so pointing the setup cells at a fork
     (``set-repo``) does not make the stored outputs look stale."""
     sources = []
     for cell in nb["cells"]:
         if cell["cell_type"] == "code":
-            src = REPO_URL.sub("https://github.com/<repo>", _source(cell))
-            sources.append("\n".join(line.rstrip() for line in src.strip().splitlines()))
+            src = _without_comments(REPO_URL.sub("https://github.com/<repo>", _source(cell)))
+            sources.append("\n".join(line.rstrip() for line in src.splitlines() if line.strip()))
     return hashlib.sha256(json.dumps(sources).encode()).hexdigest()
 
 
