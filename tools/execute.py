@@ -113,7 +113,7 @@ def main(argv=None) -> int:
     from helpers.device import has_gpu
 
     if not has_gpu():
-        print("No NVIDIA GPU found: the notebooks run on a GPU only (see README, 'GPU requirements').")
+        print("No NVIDIA GPU found: the notebooks run on a GPU only (see README, 'GPU and cuDNN requirements').")
         return 2
     from .notebooks import notebook_paths, sync_results
 
