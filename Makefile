@@ -4,56 +4,124 @@
 # make wheelhouse PY=3.12 — download every wheel for an offline (air-gapped) GPU runner
 # make fork REPO=OWNER/NAME — point the Colab badges, setup cells and pyproject.toml at your fork
 # make student OUT=handout — the notebooks for learners: outputs cleared, solution cells left out
+#
+# Settings a venv is built with (recorded in $(VENV)/.installed, see below):
+#   TORCH=spec      the torch requirement installed first; CI pins the CPU build (TORCH=torch==2.13.0)
+#   CPU=1           torch from torch's CPU wheel index instead of PyPI's CUDA build
+#   LEAN=1          the frontend without its CuTe-DSL engines (nvidia-cutlass-dsl, apache-tvm-ffi)
+#   SYSTEM_TORCH=1  keep the CUDA torch of $(PYTHON) (auto-detected)
 PYTHON ?= python3
 VENV   ?= .venv
 PY     ?= 3.12
-# The torch requirement installed first; CI pins the CPU build (TORCH=torch==2.13.0).
-TORCH  ?= torch>=2.4
+TORCH_DEFAULT := torch>=2.4
+TORCH  ?= $(TORCH_DEFAULT)
+CPU    ?= 0
+LEAN   ?= 0
+PYTEST_ARGS ?=
+WHEELHOUSE  ?= wheelhouse
+BIN    := $(VENV)/bin
+PIP    := $(BIN)/python -m pip
+STAMP  := $(VENV)/.installed
+GOALS  := $(or $(MAKECMDGOALS),run)
+CPU_INDEX := https://download.pytorch.org/whl/cpu
+flag    = $(if $(filter 1,$(1)),1,0)
+
+# requirements.txt as words, one requirement each (no spaces inside one): torch, the frontend, the rest.
+REQS  := $(shell sed 's/[[:space:]]*\#.*//' requirements.txt)
+named  = $(filter $(1) $(foreach op,< > = ! ~ [,$(1)$(op)%),$(REQS))
+quoted = $(foreach r,$(1),"$(r)")
+FRONTEND_REQ := $(call named,nvidia-cudnn-frontend)
+REST_REQS    := $(filter-out $(call named,torch) $(FRONTEND_REQ),$(REQS))
+# What LEAN=1 adds: the frontend's device queries import cuda.bindings (CUDA torch wheels bring it).
+LEAN_EXTRAS  := cuda-bindings
+
+# The venv remembers its settings. A target that uses it takes each setting this call does not give
+# from the stamp; run/test/lab stop when a given one differs (make clean first). The wheelhouse does not.
+SETTINGS := TORCH SYSTEM_TORCH CPU LEAN
+setting   = $(if $(filter TORCH,$(1)),$(TORCH),$(call flag,$($(1))))
+given     = $(filter command environment,$(origin $(1)))
+ifneq ($(filter-out clean wheelhouse,$(GOALS)),)
+ifeq ($(filter clean,$(GOALS)),)
+$(foreach s,$(SETTINGS),$(eval RECORDED_$(s) := $(shell sed -n 's/^$(s)=//p' $(STAMP) 2>/dev/null)))
+$(foreach s,$(SETTINGS),$(if $(RECORDED_$(s)),$(if $(call given,$(s)),,$(eval $(s) := $(RECORDED_$(s))))))
+endif
+endif
+
 # A GPU machine whose $(PYTHON) already has a CUDA build of torch (a GPU CI runner, an NGC container, an
 # offline box) keeps it: the venv sees the system packages and torch is not downloaded again.
 # Auto-detected; force with SYSTEM_TORCH=1 or SYSTEM_TORCH=0.
 ifndef SYSTEM_TORCH
 SYSTEM_TORCH := $(shell $(PYTHON) -c "import sys, torch; sys.exit(0 if torch.version.cuda else 1)" >/dev/null 2>&1 && echo 1 || echo 0)
 endif
-BIN    := $(VENV)/bin
-OFFLINE := $(if $(wildcard wheelhouse/*.whl),--no-index --find-links wheelhouse,)
+# An NVIDIA driver is there when nvidia-smi is on PATH or the kernel module is loaded; force with 0 or 1.
+ifndef NVIDIA_DRIVER
+NVIDIA_DRIVER := $(shell command -v nvidia-smi >/dev/null 2>&1 || test -e /proc/driver/nvidia && echo 1 || echo 0)
+endif
+
+MISMATCH := $(strip $(foreach s,$(SETTINGS),$(if $(RECORDED_$(s)),$(if $(filter-out $(RECORDED_$(s)),$(call setting,$(s))),$(s)))))
+ifneq ($(MISMATCH),)
+ifneq ($(filter run test lab,$(GOALS)),)
+$(error $(VENV) was built with $(foreach s,$(MISMATCH),$(s)=$(RECORDED_$(s))), this call asks for $(foreach s,$(MISMATCH),$(s)=$(call setting,$(s))): run 'make clean' first (or give another VENV))
+endif
+endif
+
+OFFLINE    := $(if $(wildcard $(WHEELHOUSE)/*.whl),--no-index --find-links $(WHEELHOUSE),)
 VENV_FLAGS := $(if $(filter 1,$(SYSTEM_TORCH)),--system-site-packages,)
+TORCH_FROM := $(if $(and $(filter 1,$(CPU)),$(if $(OFFLINE),,1)),--index-url $(CPU_INDEX),)
+# Said once, before anything is installed, when pip is about to fetch torch's CUDA build onto a driverless box.
+CUDA_ON_CPU := $(and $(filter 000,$(NVIDIA_DRIVER)$(call flag,$(SYSTEM_TORCH))$(call flag,$(CPU))),$(filter $(TORCH_DEFAULT),$(TORCH)),$(if $(OFFLINE),,1))
+NOTICE := No NVIDIA driver found, and the default torch is the CUDA build (a 4.3 GB venv; the CPU build's is 2 GB): for the CPU build press Ctrl-C and run 'make $(firstword $(GOALS)) CPU=1', or give TORCH=torch==X for a CPU wheel you have.
 
 .PHONY: run test lab wheelhouse fork student clean
 
-$(BIN)/python:
-	$(PYTHON) -m venv $(VENV_FLAGS) $(VENV)
-
-$(VENV)/.installed: $(BIN)/python requirements.txt requirements-test.txt pyproject.toml
+$(STAMP): requirements.txt requirements-test.txt pyproject.toml
+ifneq ($(CUDA_ON_CPU),)
+	@echo "$(NOTICE)"
+endif
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV_FLAGS) $(VENV)
 ifeq ($(SYSTEM_TORCH),1)
 	@echo "keeping the CUDA torch of $(PYTHON) (SYSTEM_TORCH=1)"
 else
-	$(BIN)/python -m pip install -q $(OFFLINE) "$(TORCH)"
+	$(PIP) install -q $(OFFLINE) $(TORCH_FROM) "$(TORCH)"
 endif
-	$(BIN)/python -m pip install -q $(OFFLINE) -e ".[test]"
-	touch $@
+ifeq ($(call flag,$(LEAN)),1)
+	$(PIP) install -q $(OFFLINE) --no-deps $(call quoted,$(FRONTEND_REQ))
+	$(PIP) install -q $(OFFLINE) $(call quoted,$(REST_REQS) $(LEAN_EXTRAS)) -r requirements-test.txt
+	$(PIP) install -q $(OFFLINE) --no-deps -e .
+else
+	$(PIP) install -q $(OFFLINE) -e ".[test]"
+endif
+	printf '%s\n' $(foreach s,$(SETTINGS),'$(s)=$(call setting,$(s))') > $@
 
-run: $(VENV)/.installed
+run: $(STAMP)
 	$(BIN)/python -m tools.execute
 
-test: $(VENV)/.installed
-	$(BIN)/python -m pytest
+test: $(STAMP)
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
-lab: $(VENV)/.installed
-	$(BIN)/jupyter lab notebooks/
+# Jupyter refuses to start as root (containers, CI images) without --allow-root.
+USER_ID ?= $(shell id -u)
+lab: $(STAMP)
+	$(BIN)/jupyter lab $(if $(filter 0,$(USER_ID)),--allow-root) notebooks/
 
+# SYSTEM_TORCH=1 leaves torch (and so the CUDA wheels it pulls) out; LEAN=1 takes the frontend alone.
+DOWNLOAD := $(PYTHON) -m pip download -d $(WHEELHOUSE) --only-binary=:all: --python-version $(PY) \
+  --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64
 wheelhouse:
-	$(PYTHON) -m pip download -d wheelhouse --only-binary=:all: --python-version $(PY) \
-	  --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
-	  $(if $(filter 1,$(SYSTEM_TORCH)),,"$(TORCH)") -r requirements.txt -r requirements-test.txt pip setuptools wheel
-	@echo "wheelhouse/ ready: copy it with the checkout; make run/test install from it offline."
+ifeq ($(call flag,$(LEAN)),1)
+	$(DOWNLOAD) --no-deps $(call quoted,$(FRONTEND_REQ))
+endif
+	$(DOWNLOAD) $(if $(filter 1,$(SYSTEM_TORCH)),,"$(TORCH)") \
+	  $(call quoted,$(REST_REQS) $(if $(filter 1,$(LEAN)),$(LEAN_EXTRAS),$(FRONTEND_REQ))) \
+	  -r requirements-test.txt pip setuptools wheel
+	@echo "$(WHEELHOUSE)/ ready: copy it with the checkout; make run/test install from it offline."
 
-fork: $(VENV)/.installed
+fork: $(STAMP)
 	@test -n "$(REPO)" || { echo "usage: make fork REPO=OWNER/NAME"; exit 2; }
 	$(BIN)/python -m tools.notebooks set-repo $(REPO)
 
 OUT ?= handout
-student: $(VENV)/.installed
+student: $(STAMP)
 	$(BIN)/python -m tools.student $(OUT)
 
 clean:

@@ -137,7 +137,7 @@ def main(argv=None) -> int:
               f"real GPU: unset {PROFILE_ENV} to run the notebooks.")
         return 2
     if not has_gpu():
-        print("No NVIDIA GPU found: the notebooks run on a GPU only (see README, 'GPU requirements').")
+        print("No NVIDIA GPU found: the notebooks run on a GPU only (see README, 'GPU and cuDNN requirements').")
         return 2
     from .notebooks import notebook_paths, sync_results
 
