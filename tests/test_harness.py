@@ -43,6 +43,9 @@ def test_nbval_on_one_notebook_skips_without_a_gpu(target):
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
     assert "failed" not in run.stdout and " skipped" in run.stdout, run.stdout[-2000:]
     assert "no NVIDIA GPU: this notebook re-executes on a GPU only" in run.stdout
+    if target[0].endswith("01_environment_setup.ipynb"):  # without the harness the same command fails
+        broken = _pytest("-q", "--noconftest", *target)
+        assert broken.returncode != 0 and " failed" in broken.stdout, broken.stdout[-2000:]
 
 
 @pytest.fixture
@@ -80,6 +83,8 @@ def test_a_cell_whose_feature_is_missing_runs_uncompared_and_is_reported_skipped
     assert "Cell 1 SKIPPED" in out and "gated.ipynb cell 1: needs sdpa: " in out, out[-3000:]
     assert "Cell 2 FAILED" in out, "an ungated cell must still be compared"
     assert (scratch_notebook.parent / "ran-the-skip-branch").exists(), "the gated cell must still run"
+    broken = _pytest("-v", "--noconftest", str(scratch_notebook.relative_to(ROOT)))
+    assert "Cell 1 FAILED" in broken.stdout, "without the harness the gated cell is compared (and differs)"
 
 
 # ------------------------------------------------------------------ gated cells are declared
@@ -87,14 +92,26 @@ def _nb(path):
     return nbformat.read(path, as_version=4)
 
 
+def undeclared_gates(nb) -> list[str]:
+    """Cells that use a gate their metadata does not declare (features the whole notebook needs aside)."""
+    notebook_wide = set(requires(nb).get("features", []))
+    return [f"cell {index} (id {cell.id}) uses {sorted(missing)}" for index, cell, used in gate_uses(nb)
+            for missing in [used - set(cell_needs(cell)) - notebook_wide] if missing]
+
+
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
 def test_cells_that_depend_on_a_gate_declare_it(path):
-    nb = _nb(path)
-    notebook_wide = set(requires(nb).get("features", []))
-    for index, cell, used in gate_uses(nb):
-        missing = used - set(cell_needs(cell)) - notebook_wide
-        assert not missing, (f"{path.name} cell {index} (id {cell.id}) uses the gate(s) {sorted(missing)}: add them to "
-                             "its metadata cudnn_course.needs, so a GPU without them does not compare its output")
+    problems = undeclared_gates(_nb(path))
+    assert not problems, (f"{path.name}: " + "; ".join(problems) + ": add the features to the cell's metadata "
+                          "cudnn_course.needs, so a GPU without them does not compare its output")
+
+
+def test_an_undeclared_gated_cell_is_found():
+    nb = _nb(next(NB_DIR.glob("04_*.ipynb")))
+    checks = next(c for c in nb.cells if c.get("id") == "d59da24f")
+    del checks.metadata["cudnn_course"]
+    problems = undeclared_gates(nb)
+    assert len(problems) == 1 and problems[0].endswith("(id d59da24f) uses ['fp8']"), problems
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
@@ -113,11 +130,22 @@ def _grading_cells():
                 yield pytest.param(path, cell, m[1], id=m[1])
 
 
+def grading_mismatch(nb, cell, key) -> str | None:
+    notebook_wide = set(requires(nb).get("features", []))
+    declared, needed = set(cell_needs(cell)) - notebook_wide, set(X.needs(key)) - notebook_wide
+    return None if declared == needed else f"{key}: the checker needs {sorted(needed)}, its cell declares {sorted(declared)}"
+
+
 @pytest.mark.parametrize("path, cell, key", list(_grading_cells()))
 def test_each_grading_cell_needs_what_its_checker_needs(path, cell, key):
-    notebook_wide = set(requires(_nb(path)).get("features", []))
-    assert set(X.needs(key)) - notebook_wide == set(cell_needs(cell)) - notebook_wide, (
-        f"{key}: the checker needs {X.needs(key)}, its grading cell declares {cell_needs(cell)}")
+    assert grading_mismatch(_nb(path), cell, key) is None
+
+
+def test_a_grading_cell_without_its_checkers_needs_is_found():
+    path, cell, key = next(p.values for p in _grading_cells() if p.values[2] == "08.swap_weights")
+    cell = nbformat.from_dict(dict(cell, metadata={}))
+    assert grading_mismatch(_nb(path), cell, key) == (
+        "08.swap_weights: the checker needs ['native_cuda_graph'], its cell declares []")
 
 
 def test_the_gated_correctness_cells_are_compared_where_their_feature_exists():
