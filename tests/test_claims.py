@@ -1,5 +1,6 @@
 """tools/claims.py: the numbers the notebooks' prose states (issue 14's claim table starts here)."""
 from pathlib import Path
+from tools.notebooks import notebook_paths
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -18,7 +19,7 @@ def test_claims_are_measured_numbers_with_their_sentence_not_dimensions_or_code(
 def test_every_notebooks_prose_numbers_are_listed():
     from tools.claims import notebook_claims
 
-    claims = [c for p in sorted((ROOT / "notebooks").glob("0*.ipynb")) for c in notebook_claims(p)]
+    claims = [c for p in notebook_paths() for c in notebook_claims(p)]
     assert claims and all(c.sentence and c.cell for c in claims)
 
 
@@ -38,5 +39,5 @@ def test_no_notebook_quotes_a_measurement_without_saying_where_it_was_seen():
     numbers come from printed outputs (issue 14)."""
     from tools.claims import notebook_claims, unqualified
 
-    bad = [str(c) for p in sorted((ROOT / "notebooks").glob("0*.ipynb")) for c in unqualified(notebook_claims(p))]
+    bad = [str(c) for p in notebook_paths() for c in unqualified(notebook_claims(p))]
     assert not bad, "\n".join(bad)

@@ -9,6 +9,7 @@ import helpers.exercises as X
 from helpers.errors import CourseError
 from tests.support import requires_gpu
 from tools import student
+from tools.notebooks import notebook_paths
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -146,7 +147,7 @@ def test_a_solution_line_taught_above_the_exercises_is_not_a_leak(handout):
 def test_the_course_student_version_is_clean(tmp_path):
     """Every notebook is written; no output, stamp or solution cell survives; no solution line leaks."""
     written = student.write(tmp_path / "handout")
-    assert len(written) == len(list((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")))
+    assert len(written) == len(notebook_paths())
     for path in written:
         nb = nbformat.read(path, as_version=4)
         code = [c for c in nb.cells if c.cell_type == "code"]
@@ -201,7 +202,7 @@ def _exercise_keys_in(nb) -> tuple[set, set]:
     return learner, graded
 
 
-@pytest.mark.parametrize("path", sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")), ids=lambda p: p.name[:2])
+@pytest.mark.parametrize("path", notebook_paths(), ids=lambda p: p.name[:2])
 def test_every_exercise_has_a_skeleton_a_graded_solution_and_a_checker(path):
     """2-3 exercises per notebook; each: a learner cell with a skeleton, a solution cell, a checker, a solution."""
     nb = nbformat.read(path, as_version=4)
@@ -217,7 +218,7 @@ def test_every_exercise_has_a_skeleton_a_graded_solution_and_a_checker(path):
         assert "..." in cell.source, f"{path.name}: a learner cell without a skeleton to fill in: {cell.source[:80]!r}"
 
 
-@pytest.mark.parametrize("path", sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")), ids=lambda p: p.name[:2])
+@pytest.mark.parametrize("path", notebook_paths(), ids=lambda p: p.name[:2])
 def test_every_unfilled_skeleton_prints_one_not_done_line(path, tmp_path, capsys):
     """Each learner cell, run as it stands (from a file, so its source can be read), prints one friendly line."""
     import importlib.util
@@ -238,7 +239,7 @@ def test_every_unfilled_skeleton_prints_one_not_done_line(path, tmp_path, capsys
 
 def test_every_reference_solution_loads_and_is_filled_in():
     keys = set()
-    for path in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")):
+    for path in notebook_paths():
         keys |= _exercise_keys_in(nbformat.read(path, as_version=4))[1]
     assert len(keys) >= 16, sorted(keys)
     for key in sorted(keys):
@@ -248,7 +249,7 @@ def test_every_reference_solution_loads_and_is_filled_in():
 
 def _all_keys() -> list[str]:
     keys = set()
-    for path in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")):
+    for path in notebook_paths():
         keys |= _exercise_keys_in(nbformat.read(path, as_version=4))[1]
     return sorted(keys)
 

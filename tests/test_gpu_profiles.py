@@ -144,10 +144,10 @@ def test_the_readme_table_is_the_generated_one():
 def test_the_table_says_what_each_gpu_skips():
     import nbformat
 
-    from tools.notebooks import NB_DIR
+    from tools.notebooks import notebook_path
 
     def verdict(number, key):
-        nb = nbformat.read(next(NB_DIR.glob(f"{number}_*.ipynb")), as_version=4)
+        nb = nbformat.read(notebook_path(number), as_version=4)
         return gpu_matrix.verdict(nb, key)[0]
 
     assert verdict("05", "t4") == "skipped: needs sm80+, this T4 is sm75"

@@ -12,7 +12,6 @@ import shutil
 import subprocess
 import sys
 import uuid
-from pathlib import Path
 
 import nbformat
 import pytest
@@ -21,7 +20,7 @@ import torch
 import helpers as H
 from helpers import exercises as X
 from helpers.features import FEATURES
-from tools.notebooks import NB_DIR, ROOT, cell_needs, gate_uses, notebook_paths, requires
+from tools.notebooks import ROOT, cell_needs, gate_uses, notebook_path, notebook_paths, requires
 
 NOTEBOOKS = notebook_paths()
 IGNORE = "nbval-ignore-output"
@@ -107,7 +106,7 @@ def test_cells_that_depend_on_a_gate_declare_it(path):
 
 
 def test_an_undeclared_gated_cell_is_found():
-    nb = _nb(next(NB_DIR.glob("04_*.ipynb")))
+    nb = _nb(notebook_path("04"))
     checks = next(c for c in nb.cells if c.get("id") == "d59da24f")
     del checks.metadata["cudnn_course"]
     problems = undeclared_gates(nb)
@@ -216,4 +215,3 @@ def test_the_broken_padding_would_be_caught():
     padded = re.compile(r"\b(?:bfloat16|float16)\b {2,}\S")
     assert padded.search(f"{str(torch.bfloat16):15s} shape (1, 2)") and padded.search(f"{str(torch.float16):15s} s")
     assert not padded.search(H.describe_tensors({"x": torch.empty(2, dtype=torch.float16)}))
-    assert NB_DIR.exists()

@@ -263,7 +263,6 @@ def test_compact_warnings_carry_no_file_path():
 
 
 def test_tidy_paths_replaces_machine_specific_folders():
-    import os
     import sys
     import tempfile
 

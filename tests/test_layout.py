@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from tools.notebooks import notebook_paths
 
 ROOT = Path(__file__).resolve().parent.parent
 HELPERS = ROOT / "helpers"
@@ -62,8 +63,6 @@ def test_no_import_cycle_among_helpers_modules():
 
 def test_helpers_never_import_the_maintainer_tools():
     for path in HELPERS.rglob("*.py"):
-        if path.name == "execute.py" and path.parent == HELPERS:
-            continue  # the documented `python -m helpers.execute` entry point forwards to tools/
         assert "tools" not in {n.split(".")[0] for n in _raw_imports(path)}, path
 
 
@@ -92,7 +91,7 @@ def _code_cells(path: Path):
             yield "".join(cell["source"])
 
 
-@pytest.mark.parametrize("path", sorted((ROOT / "notebooks").glob("0*.ipynb")), ids=lambda p: p.name[:2])
+@pytest.mark.parametrize("path", notebook_paths(), ids=lambda p: p.name[:2])
 def test_no_program_is_held_in_a_string_or_assembled_from_source(path):
     """Worker programs are modules (helpers/recipes/workers) run with `python -m`, never written from a string."""
     for src in _code_cells(path):
@@ -111,7 +110,7 @@ TAUGHT = {"conv_fprop": "02", "sdpa(": "05"}
 @pytest.mark.parametrize("op, teacher", sorted(TAUGHT.items()))
 def test_recipe_graphs_are_written_out_only_where_they_are_taught(op, teacher):
     """A later notebook imports the recipe instead of writing the graph again."""
-    for path in sorted((ROOT / "notebooks").glob("0*.ipynb")):
+    for path in notebook_paths():
         if path.name.startswith(teacher):
             continue
         for src in _code_cells(path):

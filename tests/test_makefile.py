@@ -8,7 +8,6 @@ import re
 import shlex
 import shutil
 import subprocess
-import time
 from pathlib import Path
 
 import pytest

@@ -11,7 +11,7 @@ from tools.notebooks import META_KEY, code_hash, requires, stamp
 
 ROOT = Path(__file__).resolve().parent.parent
 NB_DIR = ROOT / "notebooks"
-NOTEBOOKS = sorted(NB_DIR.glob("*.ipynb"))
+NOTEBOOKS = N.notebook_paths(NB_DIR)
 SLUG = N.repository(ROOT)
 
 
@@ -23,7 +23,7 @@ def test_numbering_is_contiguous_from_01():
     numbers = [p.name[:3] for p in NOTEBOOKS]
     assert all(re.fullmatch(r"\d\d_", n) for n in numbers), f"every notebook is named NN_name.ipynb: {numbers}"
     assert [int(n[:2]) for n in numbers] == list(range(1, len(numbers) + 1)), numbers
-    assert len(numbers) <= 8
+    assert NOTEBOOKS == sorted(NB_DIR.glob("*.ipynb")), "every notebook in notebooks/ is named NN_name.ipynb"
 
 
 @pytest.fixture(params=NOTEBOOKS, ids=lambda p: p.name)

@@ -11,9 +11,10 @@ import torch
 
 from helpers import parameters
 from helpers.parameters import RULES, ParameterError, check_parameters
+from tools.notebooks import notebook_paths
 
 ROOT = Path(__file__).resolve().parent.parent
-NOTEBOOKS = {p.name[:2]: p for p in sorted((ROOT / "notebooks").glob("0[1-8]_*.ipynb"))}
+NOTEBOOKS = {p.name[:2]: p for p in notebook_paths()}
 # what the setup cell defines before the parameters cell reads it
 STUB_CUDNN = SimpleNamespace(heur_mode=enum.Enum("heur_mode", "A B FALLBACK"))
 

@@ -24,7 +24,16 @@ REPO_URL = re.compile(r"https://github\.com/(?P<slug>[A-Za-z0-9_.-]+/[A-Za-z0-9_
 
 
 def notebook_paths(nb_dir: Path = NB_DIR) -> list[Path]:
+    """The course's notebooks, ``NN_name.ipynb``, in order: the one way every tool and test finds them."""
     return sorted(Path(nb_dir).glob("[0-9][0-9]_*.ipynb"))
+
+
+def notebook_path(number: str, nb_dir: Path = NB_DIR) -> Path:
+    """Notebook ``NN`` (e.g. ``"04"``)."""
+    found = [p for p in notebook_paths(nb_dir) if p.name[:2] == number]
+    if len(found) != 1:
+        raise FileNotFoundError(f"expected one notebook {number}_*.ipynb in {Path(nb_dir).name}/, found {len(found)}")
+    return found[0]
 
 
 def _source(cell) -> str:

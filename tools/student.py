@@ -13,6 +13,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from .notebooks import notebook_paths
+
 ROOT = Path(__file__).resolve().parent.parent
 NB_DIR = ROOT / "notebooks"
 SOLUTIONS = NB_DIR / "solutions"
@@ -39,7 +41,7 @@ def write(out_dir: Path, nb_dir: Path = NB_DIR) -> list[Path]:
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     written = []
-    for path in sorted(Path(nb_dir).glob("[0-9][0-9]_*.ipynb")):
+    for path in notebook_paths(nb_dir):
         nb = student_copy(nbformat.read(path, as_version=4))
         target = out_dir / path.name
         nbformat.write(nb, target)
