@@ -7,12 +7,15 @@ import pytest
 
 from helpers.features import FEATURES
 from tools import notebooks as N
+from tools import fork as FK
+from tools import hygiene as HY
+from tools import results_csv as RC
 from tools.notebooks import META_KEY, code_hash, requires, stamp
 
 ROOT = Path(__file__).resolve().parent.parent
 NB_DIR = ROOT / "notebooks"
 NOTEBOOKS = N.notebook_paths(NB_DIR)
-SLUG = N.repository(ROOT)
+SLUG = FK.repository(ROOT)
 
 
 def test_there_are_notebooks():
@@ -115,23 +118,23 @@ def test_stamp_matches_current_code(nb):
 
 
 def test_outputs_hold_no_machine_specific_paths(nb):
-    problems = N.path_problems(nb, _path(nb).name)
+    problems = HY.path_problems(nb, _path(nb).name)
     assert not problems, "\n".join(problems)
 
 
 def test_every_plotting_cell_stores_its_figure(nb):
-    problems = N.figure_problems(nb, _path(nb).name)
+    problems = HY.figure_problems(nb, _path(nb).name)
     assert not problems, "\n".join(problems) + "\nre-execute with `python -m tools.execute` (inline backend)"
 
 
 def test_results_csv_matches_the_numbers_printed_in_the_stored_outputs():
     stored = {p.name: nbformat.read(p, as_version=4) for p in NOTEBOOKS}
-    problems = N.results_problems(stored, ROOT / "results")
+    problems = RC.results_problems(stored, ROOT / "results")
     assert not problems, "\n".join(problems) + "\n(`python -m tools.notebooks sync-results` rewrites the CSV)"
 
 
 def test_badges_clone_urls_and_pyproject_name_one_repository():
-    mentions = N.repo_mentions(ROOT)
+    mentions = FK.repo_mentions(ROOT)
     others = [m for m in mentions if m[2] != SLUG]
     assert not others, f"not {SLUG}: {others} (`make fork REPO=OWNER/NAME` rewrites them all)"
     readme_badges = {what.removeprefix("badge for ") for f, what, _ in mentions if f == "README.md"}

@@ -13,6 +13,9 @@ import pytest
 from nbformat.v4 import new_code_cell, new_notebook, new_output
 
 from tools import notebooks as N
+from tools import fork as FK
+from tools import hygiene as HY
+from tools import results_csv as RC
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -42,8 +45,8 @@ def test_a_path_in_any_output_is_reported_with_its_cell(leak):
     clean.outputs = [new_output("stream", name="stdout", text="PASS case\n")]
     leaky = new_code_cell("warn()")
     leaky.outputs = [new_output("stream", name="stderr", text=leak)]
-    assert N.path_problems(new_notebook(cells=[clean]), "nb") == []
-    problems = N.path_problems(new_notebook(cells=[clean, leaky]), "06_x.ipynb")
+    assert HY.path_problems(new_notebook(cells=[clean]), "nb") == []
+    problems = HY.path_problems(new_notebook(cells=[clean, leaky]), "06_x.ipynb")
     assert len(problems) == 1 and problems[0].startswith("06_x.ipynb cell 1")
 
 
@@ -52,7 +55,7 @@ def test_paths_in_display_data_and_tracebacks_count_too():
     table.outputs = [new_output("execute_result", data={"text/plain": "0  /root/.cache/x"}, execution_count=1)]
     error = new_code_cell("boom()")
     error.outputs = [new_output("error", ename="OSError", evalue="no", traceback=["File /Users/bob/x.py, line 1"])]
-    assert len(N.path_problems(new_notebook(cells=[table, error]), "nb")) == 2
+    assert len(HY.path_problems(new_notebook(cells=[table, error]), "nb")) == 2
 
 
 def test_tidied_paths_and_system_folders_pass():
@@ -62,7 +65,7 @@ def test_tidied_paths_and_system_folders_pass():
     text = tidy_paths(f"{sys.prefix}/lib/site-packages/cudnn/__init__.py {os.path.expanduser('~')}/x "
                       f"{ROOT}/helpers /usr/local/cuda/lib64/libcudart.so")
     cell.outputs = [new_output("stream", name="stdout", text=text)]
-    assert N.path_problems(new_notebook(cells=[cell]), "nb") == [], text
+    assert HY.path_problems(new_notebook(cells=[cell]), "nb") == [], text
 
 
 def test_a_real_notebook_with_a_path_planted_in_an_output_fails():
@@ -71,7 +74,7 @@ def test_a_real_notebook_with_a_path_planted_in_an_output_fails():
     broken = copy.deepcopy(nb)
     target = next(c for c in broken.cells if c.cell_type == "code" and c.outputs)
     target.outputs.append(new_output("stream", name="stderr", text="/home/someone/checkout/helpers/x.py:1: Warning"))
-    assert len(N.path_problems(broken, path.name)) == len(N.path_problems(nb, path.name)) + 1
+    assert len(HY.path_problems(broken, path.name)) == len(HY.path_problems(nb, path.name)) + 1
 
 
 # ------------------------------------------------------------------ figures
@@ -81,15 +84,15 @@ def test_a_real_notebook_with_a_path_planted_in_an_output_fails():
 def test_a_plotting_cell_without_its_png_is_reported(source):
     drawn = new_code_cell(source)
     drawn.outputs = [new_output("display_data", data={"image/png": "iVBORw0KGgo=", "text/plain": "<Figure>"})]
-    assert N.figure_problems(new_notebook(cells=[drawn]), "nb") == []
+    assert HY.figure_problems(new_notebook(cells=[drawn]), "nb") == []
     blank = new_code_cell(source)
     blank.outputs = [new_output("display_data", data={"text/plain": "<Figure size 880x462 with 1 Axes>"})]
-    problems = N.figure_problems(new_notebook(cells=[drawn, blank]), "04_x.ipynb")
+    problems = HY.figure_problems(new_notebook(cells=[drawn, blank]), "04_x.ipynb")
     assert len(problems) == 1 and "04_x.ipynb cell 1" in problems[0] and "image/png" in problems[0]
 
 
 def test_cells_that_do_not_draw_need_no_png():
-    assert N.figure_problems(new_notebook(cells=[new_code_cell("table.round(2)")]), "nb") == []
+    assert HY.figure_problems(new_notebook(cells=[new_code_cell("table.round(2)")]), "nb") == []
 
 
 # ------------------------------------------------------------------ results CSV vs printed numbers
@@ -97,9 +100,9 @@ def test_results_csv_is_derived_from_the_printed_lines(tmp_path):
     nb = _stamped([_recording_cell("recorded 02 · fused ms = 0.0829312 ms", "recorded 02 · fused vs eager = 2.4 x",
                                    "recorded 02 · fp8 rel err = 0.0375467")])
     nbformat.write(nb, tmp_path / "02_x.ipynb")
-    [csv_path] = N.sync_results([tmp_path / "02_x.ipynb"], tmp_path / "results")
+    [csv_path] = RC.sync_results([tmp_path / "02_x.ipynb"], tmp_path / "results")
     assert csv_path.name == "fake-gpu.csv"
-    assert N.results_problems({"02_x.ipynb": nb}, tmp_path / "results") == []
+    assert RC.results_problems({"02_x.ipynb": nb}, tmp_path / "results") == []
     text = csv_path.read_text()
     assert "02,fused ms,0.0829312,ms,Fake GPU,2.11.0,91900,2026-12-03T00:00:00" in text
     assert "02,fp8 rel err,0.0375467,," in text
@@ -113,15 +116,15 @@ def test_results_csv_is_derived_from_the_printed_lines(tmp_path):
 def test_a_changed_stale_or_missing_csv_value_is_reported(tmp_path, breakage, expected):
     nb = _stamped([_recording_cell("recorded 02 · fused ms = 0.0829312 ms", "recorded 02 · fused vs eager = 2.4 x")])
     nbformat.write(nb, tmp_path / "02_x.ipynb")
-    [csv_path] = N.sync_results([tmp_path / "02_x.ipynb"], tmp_path)
+    [csv_path] = RC.sync_results([tmp_path / "02_x.ipynb"], tmp_path)
     csv_path.write_text(breakage(csv_path.read_text()))
-    problems = N.results_problems({"02_x.ipynb": nb}, tmp_path)
+    problems = RC.results_problems({"02_x.ipynb": nb}, tmp_path)
     assert len(problems) == 1 and expected in problems[0], problems
 
 
 def test_a_missing_csv_is_reported(tmp_path):
     nb = _stamped([_recording_cell("recorded 02 · fused ms = 0.08 ms")])
-    assert "fake-gpu.csv is missing" in N.results_problems({"02_x.ipynb": nb}, tmp_path)[0]
+    assert "fake-gpu.csv is missing" in RC.results_problems({"02_x.ipynb": nb}, tmp_path)[0]
 
 
 def test_record_prints_the_string_it_writes(tmp_path, monkeypatch, capsys):
@@ -134,7 +137,7 @@ def test_record_prints_the_string_it_writes(tmp_path, monkeypatch, capsys):
     results.record("04", "fp8 rel err", 0.037546712, "")
     printed = capsys.readouterr().out
     nb = _stamped([_recording_cell(*printed.splitlines())])
-    assert N.results_problems({"nb": nb}, tmp_path) == []
+    assert RC.results_problems({"nb": nb}, tmp_path) == []
 
 
 def test_headline_table_uses_plain_decimals(tmp_path, monkeypatch):
@@ -163,8 +166,8 @@ def _copy_repo_files(dst: Path) -> Path:
 def test_set_repo_repoints_every_badge_clone_url_and_pyproject_without_staling_stamps(tmp_path):
     root = _copy_repo_files(tmp_path)
     hashes = {p.name: N.code_hash(nbformat.read(p, as_version=4)) for p in N.notebook_paths(root / "notebooks")}
-    N.set_repository("someone/my-fork", root)
-    mentions = N.repo_mentions(root)
+    FK.set_repository("someone/my-fork", root)
+    mentions = FK.repo_mentions(root)
     assert {slug for *_, slug in mentions} == {"someone/my-fork"}
     assert sum(1 for f, what, _ in mentions if what == "setup cell clone URL") == len(hashes)
     assert all(N.code_hash(nbformat.read(p, as_version=4)) == hashes[p.name] for p in N.notebook_paths(root / "notebooks"))
@@ -173,8 +176,8 @@ def test_set_repo_repoints_every_badge_clone_url_and_pyproject_without_staling_s
 def test_a_badge_pointing_elsewhere_is_seen(tmp_path):
     root = _copy_repo_files(tmp_path)
     readme = root / "README.md"
-    readme.write_text(readme.read_text().replace(f"github/{N.repository(root)}/blob", "github/other/repo/blob", 1))
-    assert {slug for *_, slug in N.repo_mentions(root)} == {N.repository(root), "other/repo"}
+    readme.write_text(readme.read_text().replace(f"github/{FK.repository(root)}/blob", "github/other/repo/blob", 1))
+    assert {slug for *_, slug in FK.repo_mentions(root)} == {FK.repository(root), "other/repo"}
 
 
 # ------------------------------------------------------------------ the Colab branch of the setup cell
@@ -188,7 +191,7 @@ def test_colab_branch_clones_the_course_and_imports_helpers_from_the_clone(tmp_p
     setup = next(c.source for c in nb.cells if "setup" in c.metadata.get("tags", []))
     head = setup[: setup.index("import helpers as H")] + "import helpers as H\n"
     course = tmp_path / "content" / "cudnn-frontend-course"
-    url = f"https://github.com/{N.repository()}"
+    url = f"https://github.com/{FK.repository()}"
     assert url in head and 'pathlib.Path("/content/cudnn-frontend-course")' in head
     head = head.replace(url, ROOT.as_uri()).replace('"/content/cudnn-frontend-course"', repr(str(course)))
     driver = (

@@ -139,7 +139,8 @@ def main(argv=None) -> int:
     if not has_gpu():
         print("No NVIDIA GPU found: the notebooks run on a GPU only (see README, 'GPU and cuDNN requirements').")
         return 2
-    from .notebooks import notebook_paths, sync_results
+    from .notebooks import notebook_paths
+    from .results_csv import sync_results
 
     paths = args.notebooks or [str(p) for p in notebook_paths()]
     if not paths:

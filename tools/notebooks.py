@@ -1,6 +1,6 @@
-"""Notebook metadata and the checks on stored notebooks, shared by the executor and the tests:
-the code hash, the execution stamp, each notebook's hardware needs, what a stored output may hold,
-figures, the recorded headline numbers, and the repository the badges and setup cells point at.
+"""The course's notebooks as files: where they are, their metadata (hardware needs, gated cells), the code
+hash and the execution stamp. The checks on stored outputs live in ``tools/hygiene.py``, the headline numbers
+in ``tools/results_csv.py``, the repository the badges point at in ``tools/fork.py``.
 
     python -m tools.notebooks set-repo OWNER/NAME   # point badges, setup cells and pyproject at a fork
     python -m tools.notebooks sync-results          # rewrite results/<gpu>.csv from the stored outputs
@@ -8,7 +8,6 @@ figures, the recorded headline numbers, and the repository the badges and setup 
 from __future__ import annotations
 
 import argparse
-import csv
 import hashlib
 import json
 import re
@@ -36,7 +35,8 @@ def notebook_path(number: str, nb_dir: Path = NB_DIR) -> Path:
     return found[0]
 
 
-def _source(cell) -> str:
+def cell_source(cell) -> str:
+    """A cell's source as one string (nbformat stores a string or a list of lines)."""
     src = cell["source"]
     return src if isinstance(src, str) else "".join(src)
 
@@ -51,7 +51,7 @@ def code_hash(nb) -> str:
     sources = []
     for cell in nb["cells"]:
         if cell["cell_type"] == "code":
-            src = _without_comments(REPO_URL.sub("https://github.com/<repo>", _source(cell)))
+            src = _without_comments(REPO_URL.sub("https://github.com/<repo>", cell_source(cell)))
             sources.append("\n".join(line.rstrip() for line in src.splitlines() if line.strip()))
     return hashlib.sha256(json.dumps(sources).encode()).hexdigest()
 
@@ -77,7 +77,7 @@ def gate_uses(nb) -> list[tuple[int, dict, set]]:
     for index, cell in enumerate(nb["cells"]):
         if cell["cell_type"] != "code":
             continue
-        code = _without_comments(_source(cell))
+        code = _without_comments(cell_source(cell))
         gates.update({m[1]: m[2] for m in GATE_DEFINITION.finditer(code)})
         used = {feature for name, feature in gates.items() if re.search(rf"\b{name}\b", code)}
         if used:
@@ -132,204 +132,6 @@ def write_stamp(nb, *, runtime_s: float, peak_memory_gib: dict | None = None) ->
     return entry
 
 
-# ---------------------------------------------------------------- what stored outputs may hold
-def output_texts(cell) -> list[str]:
-    """Every piece of text a code cell stores: streams, text/JSON display data, error tracebacks."""
-    texts = []
-    for out in cell.get("outputs", []):
-        if "text" in out:
-            texts.append(out["text"] if isinstance(out["text"], str) else "".join(out["text"]))
-        for mime, value in out.get("data", {}).items():
-            if mime.startswith("text/") or mime.endswith("json"):
-                texts.append(value if isinstance(value, str) else
-                             "".join(value) if isinstance(value, list) else json.dumps(value))
-        if out.get("output_type") == "error":
-            texts += [out.get("ename", ""), out.get("evalue", ""), "\n".join(out.get("traceback", []))]
-    return texts
-
-
-# Folders that name a user, a checkout, a temp dir or a Python environment: they differ on every machine.
-# System folders (/usr/..., /lib/...) are the same everywhere and may appear.
-LOCAL_PATH = re.compile(
-    r"(?<![\w.<>~-])(?:"
-    r"/(?:home|Users|root|tmp|private|var/tmp|var/folders|work|workspace|content|mnt|scratch|data)(?=/)"
-    r"|[\w./-]*/(?:site-packages|dist-packages|\.venv|venv|envs|\.pyenv|conda)(?=/)"
-    r"|[A-Za-z]:\\Users\\)[^\s'\"<>]*")
-
-
-def path_problems(nb, name: str) -> list[str]:
-    """Stored outputs that hold a machine-specific absolute path, one line per cell."""
-    problems = []
-    for index, cell in enumerate(nb["cells"]):
-        for text in output_texts(cell) if cell["cell_type"] == "code" else []:
-            hit = LOCAL_PATH.search(text)
-            if hit:
-                problems.append(f"{name} cell {index} (id {cell.get('id')}): machine-specific path {hit[0][:80]!r}")
-                break
-    return problems
-
-
-DRAWS = re.compile(r"\bplt\.|\bH\.(?:bar_compare|line_compare|plot_sweep)\(|\.plot\(")
-
-
-def figure_problems(nb, name: str) -> list[str]:
-    """Cells that draw (call the plotting helpers or ``plt.``) but store no PNG, one line per cell."""
-    problems = []
-    for index, cell in enumerate(nb["cells"]):
-        if cell["cell_type"] != "code" or not DRAWS.search(_source(cell)):
-            continue
-        if not any("image/png" in out.get("data", {}) for out in cell.get("outputs", [])):
-            problems.append(f"{name} cell {index} (id {cell.get('id')}) draws a figure but stores no image/png "
-                            "(executed with a non-inline matplotlib backend?)")
-    return problems
-
-
-# ---------------------------------------------------------------- recorded headline numbers
-RECORD_LINE = re.compile(r"^recorded (?P<notebook>\S+) · (?P<metric>.+) = (?P<value>\S+)(?: (?P<unit>.*))?$")
-
-
-def recorded_numbers(nb) -> dict:
-    """``{(notebook, metric): (value, unit)}`` from the ``recorded …`` lines ``H.record`` printed (last wins)."""
-    found = {}
-    for cell in nb["cells"]:
-        if cell["cell_type"] != "code":
-            continue
-        for out in cell.get("outputs", []):
-            if out.get("output_type") != "stream" or out.get("name") != "stdout":
-                continue
-            text = out["text"] if isinstance(out["text"], str) else "".join(out["text"])
-            for line in text.splitlines():
-                m = RECORD_LINE.match(line.rstrip())
-                if m:
-                    found[(m["notebook"], m["metric"])] = (m["value"], (m["unit"] or "").strip())
-    return found
-
-
-def _backend_int(version: str | None) -> str:
-    """'9.19.0' -> '91900' (the form ``H.record`` writes)."""
-    try:
-        major, minor, patch = (int(x) for x in str(version).split(".")[:3])
-        return str(major * 10000 + minor * 100 + patch)
-    except (TypeError, ValueError):
-        return str(version)
-
-
-def derived_results(notebooks: dict) -> dict:
-    """``{gpu_slug: [rows]}``: the results CSVs that the stored notebooks imply, from their recorded lines
-    and stamps. ``notebooks`` maps a name to a loaded notebook."""
-    from helpers.device import slugify
-
-    tables: dict = {}
-    for name in sorted(notebooks):
-        nb = notebooks[name]
-        entry = stamp(nb) or {}
-        if not entry.get("gpu"):
-            continue
-        for (notebook, metric), (value, unit) in recorded_numbers(nb).items():
-            tables.setdefault(slugify(entry["gpu"]), []).append({
-                "notebook": notebook, "metric": metric, "value": value, "unit": unit, "gpu": entry["gpu"],
-                "torch": entry.get("torch", ""), "cudnn_backend": _backend_int(entry.get("cudnn_backend")),
-                "recorded_at": entry.get("date", "")})
-    return tables
-
-
-def results_problems(notebooks: dict, results_dir: Path) -> list[str]:
-    """Differences between each committed ``<gpu>.csv`` and the numbers printed in the stored outputs."""
-    problems = []
-    for slug, rows in derived_results(notebooks).items():
-        path = Path(results_dir) / f"{slug}.csv"
-        if not path.exists():
-            problems.append(f"{path.name} is missing; the stored notebooks recorded {len(rows)} numbers")
-            continue
-        with open(path, newline="") as f:
-            stored = {(r["notebook"], r["metric"]): (r["value"], r["unit"]) for r in csv.DictReader(f)}
-        printed = {(r["notebook"], r["metric"]): (r["value"], r["unit"]) for r in rows}
-        for key in sorted(printed.keys() | stored.keys()):
-            if key not in stored:
-                problems.append(f"{path.name}: {key[0]} · {key[1]} is printed in the notebook but not in the CSV")
-            elif key not in printed:
-                problems.append(f"{path.name}: {key[0]} · {key[1]} is in the CSV but no stored output records it")
-            elif stored[key] != printed[key]:
-                problems.append(f"{path.name}: {key[0]} · {key[1]} is {' '.join(stored[key])} in the CSV but "
-                                f"{' '.join(printed[key])} in the notebook")
-    return problems
-
-
-def sync_results(paths=None, results_dir: Path | None = None) -> list[Path]:
-    """Rewrite ``results/<gpu>.csv`` from the stored outputs of the notebooks (all by default)."""
-    import nbformat
-
-    from helpers.results import FIELDS
-    from helpers.results import results_dir as default_dir
-
-    results_dir = Path(results_dir or default_dir())
-    notebooks = {Path(p).name: nbformat.read(p, as_version=4) for p in (paths or notebook_paths())}
-    written = []
-    for slug, rows in derived_results(notebooks).items():
-        path = results_dir / f"{slug}.csv"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".csv.tmp")
-        with open(tmp, "w", newline="") as f:
-            writer = csv.DictWriter(f, fieldnames=FIELDS)
-            writer.writeheader()
-            writer.writerows(sorted(rows, key=lambda r: r["notebook"]))
-        tmp.replace(path)
-        written.append(path)
-    return written
-
-
-# ---------------------------------------------------------------- the repository everything points at
-def repository(root: Path = ROOT) -> str:
-    """``OWNER/NAME`` from pyproject.toml's Repository URL: the one place a fork changes (see set-repo)."""
-    m = re.search(r'^Repository = "([^"]+)"', (Path(root) / "pyproject.toml").read_text(), re.M)
-    if not m or not REPO_URL.fullmatch(m[1]):
-        raise ValueError("pyproject.toml needs [project.urls] Repository = \"https://github.com/OWNER/NAME\"")
-    return REPO_URL.fullmatch(m[1])["slug"]
-
-
-def repo_files(root: Path = ROOT) -> list[Path]:
-    root = Path(root)
-    return [root / "pyproject.toml", root / "README.md", *notebook_paths(root / "notebooks")]
-
-
-COLAB_BADGE = re.compile(r"https://colab\.research\.google\.com/github/(?P<slug>[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+)"
-                         r"/blob/main/(?P<path>notebooks/[^)\s\"]+\.ipynb)")
-CLONE_URL = re.compile(r"\"git\", \"clone\"[^\n]*?" + REPO_URL.pattern)
-
-
-def repo_mentions(root: Path = ROOT) -> list[tuple[str, str, str]]:
-    """``(file, what, OWNER/NAME)`` for pyproject's Repository URL, every Colab badge (README and notebooks)
-    and every setup cell's clone URL: all of them must name the same repository."""
-    import nbformat
-
-    root = Path(root)
-    found = [("pyproject.toml", "Repository URL", repository(root))]
-    found += [("README.md", f"badge for {m['path']}", m["slug"]) for m in COLAB_BADGE.finditer((root / "README.md").read_text())]
-    for path in notebook_paths(root / "notebooks"):
-        nb = nbformat.read(path, as_version=4)
-        for cell in nb.cells:
-            found += [(path.name, f"badge for {m['path']}", m["slug"]) for m in COLAB_BADGE.finditer(cell.source)]
-            if cell.cell_type == "code":
-                found += [(path.name, "setup cell clone URL", m["slug"]) for m in CLONE_URL.finditer(cell.source)]
-    return found
-
-
-def set_repository(slug: str, root: Path = ROOT) -> list[Path]:
-    """Point pyproject.toml, every Colab badge and every setup cell's clone URL at ``github.com/OWNER/NAME``."""
-    if not re.fullmatch(r"[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+", slug):
-        raise ValueError(f"expected OWNER/NAME, got {slug!r}")
-    old = repository(root)
-    changed = []
-    for path in repo_files(root):
-        text = path.read_text()
-        new = text.replace(f"github.com/{old}", f"github.com/{slug}").replace(
-            f"colab.research.google.com/github/{old}/", f"colab.research.google.com/github/{slug}/")
-        if new != text:
-            path.write_text(new)
-            changed.append(path)
-    return changed
-
-
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -337,6 +139,9 @@ def main(argv=None) -> int:
     repo.add_argument("slug", metavar="OWNER/NAME")
     sub.add_parser("sync-results", help="rewrite results/<gpu>.csv from the stored notebook outputs")
     args = parser.parse_args(argv)
+    from .fork import set_repository
+    from .results_csv import sync_results
+
     if args.command == "set-repo":
         for path in set_repository(args.slug):
             print(f"updated {path.relative_to(ROOT)}")

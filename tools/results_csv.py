@@ -1,0 +1,102 @@
+"""The headline numbers: the ``recorded …`` lines ``H.record`` prints in the stored outputs, and the
+``results/<gpu>.csv`` derived from them (so the committed numbers and the notebooks cannot drift)."""
+from __future__ import annotations
+
+import csv
+import re
+from pathlib import Path
+
+from .notebooks import notebook_paths, stamp
+
+
+RECORD_LINE = re.compile(r"^recorded (?P<notebook>\S+) · (?P<metric>.+) = (?P<value>\S+)(?: (?P<unit>.*))?$")
+
+
+def recorded_numbers(nb) -> dict:
+    """``{(notebook, metric): (value, unit)}`` from the ``recorded …`` lines ``H.record`` printed (last wins)."""
+    found = {}
+    for cell in nb["cells"]:
+        if cell["cell_type"] != "code":
+            continue
+        for out in cell.get("outputs", []):
+            if out.get("output_type") != "stream" or out.get("name") != "stdout":
+                continue
+            text = out["text"] if isinstance(out["text"], str) else "".join(out["text"])
+            for line in text.splitlines():
+                m = RECORD_LINE.match(line.rstrip())
+                if m:
+                    found[(m["notebook"], m["metric"])] = (m["value"], (m["unit"] or "").strip())
+    return found
+
+
+def _backend_int(version: str | None) -> str:
+    """'9.19.0' -> '91900' (the form ``H.record`` writes)."""
+    try:
+        major, minor, patch = (int(x) for x in str(version).split(".")[:3])
+        return str(major * 10000 + minor * 100 + patch)
+    except (TypeError, ValueError):
+        return str(version)
+
+
+def derived_results(notebooks: dict) -> dict:
+    """``{gpu_slug: [rows]}``: the results CSVs that the stored notebooks imply, from their recorded lines
+    and stamps. ``notebooks`` maps a name to a loaded notebook."""
+    from helpers.device import slugify
+
+    tables: dict = {}
+    for name in sorted(notebooks):
+        nb = notebooks[name]
+        entry = stamp(nb) or {}
+        if not entry.get("gpu"):
+            continue
+        for (notebook, metric), (value, unit) in recorded_numbers(nb).items():
+            tables.setdefault(slugify(entry["gpu"]), []).append({
+                "notebook": notebook, "metric": metric, "value": value, "unit": unit, "gpu": entry["gpu"],
+                "torch": entry.get("torch", ""), "cudnn_backend": _backend_int(entry.get("cudnn_backend")),
+                "recorded_at": entry.get("date", "")})
+    return tables
+
+
+def results_problems(notebooks: dict, results_dir: Path) -> list[str]:
+    """Differences between each committed ``<gpu>.csv`` and the numbers printed in the stored outputs."""
+    problems = []
+    for slug, rows in derived_results(notebooks).items():
+        path = Path(results_dir) / f"{slug}.csv"
+        if not path.exists():
+            problems.append(f"{path.name} is missing; the stored notebooks recorded {len(rows)} numbers")
+            continue
+        with open(path, newline="") as f:
+            stored = {(r["notebook"], r["metric"]): (r["value"], r["unit"]) for r in csv.DictReader(f)}
+        printed = {(r["notebook"], r["metric"]): (r["value"], r["unit"]) for r in rows}
+        for key in sorted(printed.keys() | stored.keys()):
+            if key not in stored:
+                problems.append(f"{path.name}: {key[0]} · {key[1]} is printed in the notebook but not in the CSV")
+            elif key not in printed:
+                problems.append(f"{path.name}: {key[0]} · {key[1]} is in the CSV but no stored output records it")
+            elif stored[key] != printed[key]:
+                problems.append(f"{path.name}: {key[0]} · {key[1]} is {' '.join(stored[key])} in the CSV but "
+                                f"{' '.join(printed[key])} in the notebook")
+    return problems
+
+
+def sync_results(paths=None, results_dir: Path | None = None) -> list[Path]:
+    """Rewrite ``results/<gpu>.csv`` from the stored outputs of the notebooks (all by default)."""
+    import nbformat
+
+    from helpers.results import FIELDS
+    from helpers.results import results_dir as default_dir
+
+    results_dir = Path(results_dir or default_dir())
+    notebooks = {Path(p).name: nbformat.read(p, as_version=4) for p in (paths or notebook_paths())}
+    written = []
+    for slug, rows in derived_results(notebooks).items():
+        path = results_dir / f"{slug}.csv"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".csv.tmp")
+        with open(tmp, "w", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=FIELDS)
+            writer.writeheader()
+            writer.writerows(sorted(rows, key=lambda r: r["notebook"]))
+        tmp.replace(path)
+        written.append(path)
+    return written
