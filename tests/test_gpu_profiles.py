@@ -155,3 +155,16 @@ def test_the_table_says_what_each_gpu_skips():
     assert verdict("05", "l4") == "runs; skips FP8 attention (sm90+)"
     assert verdict("08", "t4").startswith("runs; skips fused attention (sm80+)")
     assert verdict("02", "t4") == "runs"
+
+
+def test_the_memory_column_names_the_gpus_a_notebook_runs_on_but_does_not_fit():
+    import nbformat
+
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["cudnn_course"] = {"requires": {"gpu": True}}
+    assert gpu_matrix._memory_verdict(nb, 20.0) == "20.0 GiB: over T4"
+    assert gpu_matrix._memory_verdict(nb, 3.0) == "3.0 GiB: fits every GPU it runs on"
+    nb.metadata["cudnn_course"] = {"requires": {"gpu": True, "min_sm": 80, "features": ["sdpa"]}}
+    assert gpu_matrix._memory_verdict(nb, 20.0) == "20.0 GiB: fits every GPU it runs on"   # no T4: it does not run there
+    assert gpu_matrix._memory_verdict(nb, 30.0) == "30.0 GiB: over L4"
+    assert gpu_matrix._memory_verdict(nb, None) == "not recorded"

@@ -68,12 +68,14 @@ def _short_need(feature: str) -> str:
     return ", ".join(needs) or "—"
 
 
-def _memory_verdict(reserved_gib: float | None) -> str:
-    """'3.2 GiB: fits every profile', or which profiles it does not fit (the allocator cap would stop it there)."""
+def _memory_verdict(nb, reserved_gib: float | None) -> str:
+    """'3.2 GiB: fits every GPU it runs on', or the profiles it runs on but does not fit (the allocator cap
+    stops it there in a rehearsal)."""
     if reserved_gib is None:
         return "not recorded"
-    over = [key.upper() for key in COLAB_ORDER if reserved_gib > PROFILES[key].memory_gb]
-    return f"{reserved_gib:.1f} GiB: " + (f"over {', '.join(over)}" if over else "fits every profile")
+    runs_on = [key for key in COLAB_ORDER if verdict(nb, key)[1] != ["notebook"]]
+    over = [key.upper() for key in runs_on if reserved_gib > PROFILES[key].memory_gb]
+    return f"{reserved_gib:.1f} GiB: " + (f"over {', '.join(over)}" if over else "fits every GPU it runs on")
 
 
 def table(nb_dir: Path = NB_DIR) -> str:
@@ -91,7 +93,7 @@ def table(nb_dir: Path = NB_DIR) -> str:
         if later:
             tier += "; " + ", ".join(f"{SECTION[f]}: {_short_need(f)}" for f in later)
         peak = (stamp(nb) or {}).get("peak_memory_gib") or {}
-        memory = _memory_verdict(peak.get("reserved"))
+        memory = _memory_verdict(nb, peak.get("reserved"))
         lines.append(f"| {path.stem[:2]} | " + " | ".join([*cells, tier, memory]) + " |")
     return "\n".join(lines)
 
