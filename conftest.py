@@ -61,6 +61,17 @@ def pytest_report_header(config):
     return f"GPU: {d.name}"
 
 
+def unmet(features) -> str | None:
+    """``'feature: reason'`` for the first feature this machine lacks, or None."""
+    from helpers.features import gate
+
+    for feature in features:
+        g = gate(feature)
+        if not g.ok:
+            return f"{feature}: {g.reason}"
+    return None
+
+
 def _run_without_comparing(item, reason: str) -> None:
     """Execute the cell (its skip branch must still run cleanly), compare nothing, report a skip."""
     item.options["check"] = False
@@ -74,7 +85,7 @@ def _run_without_comparing(item, reason: str) -> None:
 
 
 def pytest_collection_modifyitems(config, items):
-    from helpers.features import missing_feature, notebook_requirements_met
+    from helpers.features import notebook_requirements_met
     from tools.notebooks import cell_needs, requires
 
     verdicts = {}
@@ -89,6 +100,6 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.skip(reason=f"{path.name}: {reason}"))
             continue
         cell = getattr(item, "cell", None)
-        missing = missing_feature(cell_needs(cell)) if cell is not None else None
+        missing = unmet(cell_needs(cell)) if cell is not None else None
         if missing:
             _run_without_comparing(item, f"{path.name} cell {item.cell_num}: needs {missing}")

@@ -101,24 +101,6 @@ def feature_table():
     return pd.DataFrame(rows).set_index("key")
 
 
-def missing_feature(features, gate_of=None) -> str | None:
-    """``'feature: reason'`` for the first of ``features`` that fails its gate (``gate_of``, this machine's
-    ``gate`` by default), or None when all pass: what a skipped cell or exercise says."""
-    for feature in features:
-        g = (gate_of or gate)(feature)
-        if not g.ok:
-            return f"{feature}: {g.reason}"
-    return None
-
-
-def _requirements(requires: dict, name: str, sm_version: int, gate_of) -> tuple[bool, str]:
-    min_sm = requires.get("min_sm")
-    if min_sm and sm_version < int(min_sm):
-        return False, f"needs sm{min_sm}+, this {name} is sm{sm_version}"
-    missing = missing_feature(requires.get("features", []), gate_of)
-    return (False, missing) if missing else (True, "")
-
-
 def notebook_requirements_met(requires: dict) -> tuple[bool, str]:
     """Evaluate a notebook's ``requires`` metadata (gpu, min_sm, features) on this machine."""
     if requires.get("gpu", True) and not has_gpu():
@@ -126,9 +108,24 @@ def notebook_requirements_met(requires: dict) -> tuple[bool, str]:
     if not has_gpu():
         return True, ""
     d = device_info()
-    return _requirements(requires, d.name, d.sm_version, gate)
+    min_sm = requires.get("min_sm")
+    if min_sm and d.sm_version < int(min_sm):
+        return False, f"needs sm{min_sm}+, this {d.name} is sm{d.sm_version}"
+    for feature in requires.get("features", []):
+        g = gate(feature)
+        if not g.ok:
+            return False, f"{feature}: {g.reason}"
+    return True, ""
 
 
 def requirements_met_on(requires: dict, name: str, sm: tuple[int, int], backend: int) -> tuple[bool, str]:
     """``notebook_requirements_met`` for any GPU (name, compute capability) and backend: the rules alone."""
-    return _requirements(requires, name, 10 * sm[0] + sm[1], lambda f: gate_for(f, name, sm, backend))
+    sm_version = 10 * sm[0] + sm[1]
+    min_sm = requires.get("min_sm")
+    if min_sm and sm_version < int(min_sm):
+        return False, f"needs sm{min_sm}+, this {name} is sm{sm_version}"
+    for feature in requires.get("features", []):
+        g = gate_for(feature, name, sm, backend)
+        if not g.ok:
+            return False, f"{feature}: {g.reason}"
+    return True, ""

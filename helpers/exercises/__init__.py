@@ -30,7 +30,6 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ..errors import CourseError, FeatureUnavailable, NoGPUError, first_line
-from ..features import FEATURES, missing_feature
 
 SOLUTIONS_DIR = Path(__file__).resolve().parent.parent.parent / "notebooks" / "solutions"
 _CHECKERS: dict[str, Callable] = {}
@@ -68,6 +67,8 @@ def checker(key: str, needs: tuple = ()) -> Callable:
     feature gates (``helpers.features.FEATURES``) the exercise needs: where one is missing, the verdict is
     "skipped" with the gate's reason, and the checker is not called."""
     _split(key)
+    from ..features import FEATURES
+
     unknown = set(needs) - set(FEATURES)
     if unknown:
         raise ValueError(f"{key}: unknown features {sorted(unknown)}; known: {sorted(FEATURES)}")
@@ -84,6 +85,17 @@ def needs(key: str) -> tuple:
     """The feature gates exercise ``key`` needs (what its solution cell's ``cudnn_course.needs`` lists)."""
     _checker_for(key)
     return _NEEDS[key]
+
+
+def _missing_feature(key: str) -> str | None:
+    """``'feature: reason'`` for the first gate of ``key`` this machine fails, or None."""
+    from ..features import gate
+
+    for feature in _NEEDS.get(key, ()):
+        g = gate(feature)
+        if not g.ok:
+            return f"{feature}: {g.reason}"
+    return None
 
 
 def _split(key: str) -> tuple[str, str]:
@@ -129,7 +141,7 @@ def exercise(key: str, answer: Any, *, quiet: bool = False) -> Verdict:
     """Grade ``answer`` with exercise ``key``'s checker; print one line (never a traceback) and return it."""
     check = _checker_for(key)
     reason = unfinished(answer)
-    missing = None if reason else missing_feature(_NEEDS.get(key, ()))
+    missing = None if reason else _missing_feature(key)
     if reason:
         verdict = Verdict(key, "not done", reason)
     elif missing:
