@@ -382,9 +382,16 @@ def test_gpu_time_leaves_out_host_overhead_that_per_call_timing_pays():
         time.sleep(0.002)  # 2 ms of Python before a tiny kernel
         x.add_(1)
 
-    per_call = H.benchmark(slow_host_fast_gpu, warmup=1, iters=5, flush_l2=False)
+    # Per-call events see the host's 2 ms only while this process has the GPU to itself. With another
+    # process's kernels on the same GPU (pytest -n 2, two suites at once) both events can run after the sleep,
+    # and a run measures ~0 (seen on the H200 under COURSE_GPU=a100/h100 with two suites sharing it):
+    # measure again, a few times at most, before calling per-call timing broken.
+    for _ in range(3):
+        per_call = H.benchmark(slow_host_fast_gpu, warmup=1, iters=5, flush_l2=False)
+        if per_call.median_ms > 1.5:
+            break
     gpu = H.gpu_time(slow_host_fast_gpu, calls=4, warmup=1, iters=5, flush_l2=False)
-    assert per_call.median_ms > 1.5 and gpu.median_ms < 0.2
+    assert per_call.median_ms > 1.5 and gpu.median_ms < 0.2, (per_call, gpu)
 
 
 @requires_gpu
