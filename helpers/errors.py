@@ -48,8 +48,9 @@ def _format_warning(message, category, filename, lineno, line=None) -> str:
     return f"{category.__name__}: {message}\n"
 
 
-def _compact_warnings() -> None:
-    """Show warnings as ``Category: message`` from now on (called when ``helpers`` is imported)."""
+def compact_warnings() -> None:
+    """Show warnings as ``Category: message`` from now on, in this process. A notebook's setup cell calls it
+    (importing ``helpers`` changes nothing of the kind), so stored outputs hold no machine's file paths."""
     import warnings
 
     warnings.formatwarning = _format_warning

@@ -69,3 +69,15 @@ def gpu_time(fn: Callable[[], object], *, calls: int = 1, warmup: int = 3, iters
     del graph
     return Timing(replays.median_ms / calls, replays.p10_ms / calls, replays.p90_ms / calls, iters,
                   [t / calls for t in replays.times_ms])
+
+
+def gpu_ms_or_reason(fn: Callable[[], object], *, label: str | None = None, **kwargs) -> tuple[float, str]:
+    """``(median GPU ms of one call, "")``, or ``(nan, one-line reason)`` where ``fn`` cannot be captured —
+    the course's one way to put a GPU time in a table that must not stop at one path that cannot be captured.
+    With ``label`` the reason is also printed as ``label: no GPU time (reason)``. ``kwargs`` go to ``gpu_time``."""
+    try:
+        return gpu_time(fn, **kwargs).median_ms, ""
+    except NotCapturable as exc:
+        if label is not None:
+            print(f"{label}: no GPU time ({exc})")
+        return float("nan"), str(exc)

@@ -37,28 +37,83 @@ def get_handle(device: int | None = None):
 
 
 # ---------------------------------------------------------------- the build
-def build(graph, heuristics=None, policy=None) -> StepTimer:
-    """The five build steps, each timed. Returns the ``StepTimer``.
+DEFAULT_HEURISTICS = ("A", "FALLBACK")   # the heuristic modes every build asks unless told otherwise
 
-    validate → build_operation_graph → create_execution_plans(heuristics)
-    → check_support → build_plans(policy). Notebooks 01/02 spell these out;
-    later notebooks call this once the steps are familiar.
+
+def heuristic_modes(names=DEFAULT_HEURISTICS) -> list:
+    """``cudnn.heur_mode`` members for mode names (``"A"``, ``"B"``, ``"FALLBACK"``); members pass through."""
+    cudnn = load_cudnn(need_gpu=False)
+    return [getattr(cudnn.heur_mode, m) if isinstance(m, str) else m for m in names]
+
+
+def build(graph, heuristics=None, policy=None, *, notes=None, pick=None, pin=None) -> StepTimer:
+    """The build steps, each timed. Returns the ``StepTimer``; ``timer.plan`` is the selected plan's index
+    (``None`` when ``build_plans(policy)`` chose).
+
+    validate → build_operation_graph → create_execution_plans(heuristics) [→ select_behavior_notes(notes)]
+    → check_support → build_plans(policy). Notebooks 01/02 spell these out; later notebooks call this once the
+    steps are familiar. The options are the choices the course makes elsewhere, each in one place:
+
+    - ``heuristics``: mode names or ``cudnn.heur_mode`` members (default ``DEFAULT_HEURISTICS``, A then FALLBACK);
+    - ``notes``: keep only candidates with these behaviour notes (e.g. ``SUPPORTS_CUDA_GRAPH_NATIVE_API``);
+    - ``pick``: instead of ``check_support`` + ``build_plans``, build one candidate with ``build_plan_at_index``
+      (which builds *and* selects it): ``"first"`` the first in ranked order that builds (a refusal moves on;
+      if none builds, the last refusal is raised), an ``int`` that index, a ``str`` the plan of that name
+      (``LookupError`` when it is not a candidate);
+    - ``pin=(engine_id, knobs)``: one configuration (``create_execution_plan``) instead of the heuristics' list;
+      built like ``pick="first"``.
     """
-    cudnn = load_cudnn()
-    heuristics = heuristics or [cudnn.heur_mode.A, cudnn.heur_mode.FALLBACK]
+    cudnn = load_cudnn(need_gpu=False)
     policy = policy or cudnn.build_plan_policy.HEURISTICS_CHOICE
     timer = StepTimer()
+    timer.plan = None
     with timer("validate"):
         graph.validate()
     with timer("build_operation_graph"):
         graph.build_operation_graph()
-    with timer("create_execution_plans"):
-        graph.create_execution_plans(heuristics)
-    with timer("check_support"):
-        graph.check_support()
-    with timer("build_plans"):
-        graph.build_plans(policy)
+    if pin is not None:
+        with timer("create_execution_plan"):
+            graph.create_execution_plan(*pin)
+        candidates = [graph.get_execution_plan_count() - 1]
+        pick = "first"
+    else:
+        with timer("create_execution_plans"):
+            graph.create_execution_plans(heuristic_modes(heuristics or DEFAULT_HEURISTICS))
+        candidates = range(graph.get_execution_plan_count())
+    if notes:
+        with timer("select_behavior_notes"):
+            graph.select_behavior_notes(list(notes))
+    if pick is None:
+        with timer("check_support"):
+            graph.check_support()
+        with timer("build_plans"):
+            graph.build_plans(policy)
+        return timer
+    with timer("build_plan_at_index"):
+        timer.plan = _build_one(graph, candidates, pick)
     return timer
+
+
+def _build_one(graph, candidates, pick) -> int:
+    if isinstance(pick, str) and pick != "first":
+        names = [graph.get_plan_name_at_index(i) for i in candidates]
+        if pick not in names:
+            raise LookupError(f"plan {pick!r} is not among this graph's {len(names)} candidates")
+        pick = list(candidates)[names.index(pick)]
+    if isinstance(pick, int) and not isinstance(pick, bool):
+        graph.build_plan_at_index(pick)
+        return pick
+    if pick != "first":
+        raise ValueError(f"pick must be None, 'first', a plan index or a plan name, got {pick!r}")
+    failure: Exception = RuntimeError("the heuristics returned no candidate plan")
+    for index in candidates:
+        try:
+            graph.build_plan_at_index(index)       # compiles the kernel (or finds it in a kernel cache)
+        except Exception as exc:                   # this configuration cannot run the graph: try the next
+            failure = exc
+            continue
+        return index
+    raise failure
 
 
 def workspace_for(graph, plan: int | Iterable[int] | None = None, device: int | None = None) -> torch.Tensor:

@@ -233,14 +233,23 @@ def _check_backend(cudnn) -> None:
             "LD_LIBRARY_PATH — and call H.load_cudnn() before `import cudnn`, then restart the kernel."))
 
 
-def load_cudnn(verbose: bool = False):
-    """Import and return the ``cudnn`` module with a working backend library.
+def load_cudnn(verbose: bool = False, *, need_gpu: bool = True):
+    """Import and return the ``cudnn`` module with a working backend library: the course's one way to get it.
+
+    ``need_gpu=False`` (code that only *constructs* graphs, such as the exercise checkers' unit tests): on a
+    machine without a GPU the frontend is imported and returned unchecked (``pygraph``, tensors and ops work up
+    to ``validate()``); with a GPU it is the full load below.
 
     Raises ``CudnnNotFoundError`` (one line: what was searched, what to install) when no libcudnn can be
     loaded, ``CudnnLoadError`` (a subclass) when the chosen file is broken, and ``CudnnVersionError``
     (a subclass) when the backend is not a cuDNN 9 or two copies are mixed. Checks run once per process.
     """
     global _verified
+    if not need_gpu:
+        import torch
+
+        if not (torch.cuda.is_available() and torch.cuda.device_count() > 0):
+            return _import_frontend()
     cudnn = sys.modules.get("cudnn")
     if cudnn is None or cudnn is not _verified:
         if cudnn is None:

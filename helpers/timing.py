@@ -92,6 +92,25 @@ def benchmark(fn: Callable[[], object], *, warmup: int = 10, iters: int = 50, fl
     return Timing(statistics.median(times), _quantile(times, 0.1), _quantile(times, 0.9), iters, times)
 
 
+def host_us(fn: Callable[[], object], *, calls: int = 50) -> float:
+    """Host time of one call of ``fn`` in µs: the median wall time of ``calls`` calls made back to back while
+    the GPU runs behind (no synchronisation between them), after one untimed call. What the Python side of a
+    call costs: dispatch, argument checks, the launch itself; not the kernels (those are ``gpu_time``'s)."""
+    if not callable(fn):
+        raise TypeError(f"fn must be callable, got {type(fn).__name__}")
+    if calls < 1:
+        raise ValueError(f"need calls >= 1, got {calls}")
+    fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(calls):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    torch.cuda.synchronize()
+    return statistics.median(times) * 1e6
+
+
 def tflops(flops: float, ms: float) -> float:
     """Rate in TFLOP/s for ``flops`` operations done in ``ms`` milliseconds."""
     return flops / (ms * 1e-3) / 1e12

@@ -96,7 +96,7 @@ def test_checker_inputs_are_reproducible_nhwc_and_poisoned():
 
 # ------------------------------------------------------------------ GPU: real answers through the checkers
 def _graph(x):
-    from helpers.recipes._common import new_graph
+    from helpers.recipes import new_graph
 
     g = new_graph(x.dtype)
     return g, H.GraphIO(g, dtype=x.dtype)

@@ -208,7 +208,7 @@ def test_without_fp8_hardware_the_fp8_exercise_is_skipped_not_failed():
 
 # ------------------------------------------------------------------ GPU: real answers through the checkers
 def _graph(dtype):
-    from helpers.recipes._common import new_graph
+    from helpers.recipes import new_graph
 
     g = new_graph(dtype)
     return g, H.GraphIO(g, dtype=dtype)
@@ -291,7 +291,7 @@ def rebuilt_every_call(a, b, bias, y):
 
 
 def fp8_without_descales(a8, b8, descale_a, descale_b):
-    from helpers.recipes._common import new_graph
+    from helpers.recipes import new_graph
 
     g = new_graph(torch.bfloat16)
     io = H.GraphIO(g)  # mixed dtypes

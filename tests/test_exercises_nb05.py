@@ -93,7 +93,7 @@ def test_sliding_window_wants_the_graph_with_an_sdpa_node():
     """Graph construction works on CPU (meta tensors): a graph without an sdpa node is refused."""
     pytest.importorskip("cudnn")
     from helpers.recipes import sdpa
-    from helpers.recipes._common import new_graph
+    from helpers.recipes import new_graph
 
     def answer_with(graph_kind):
         def sliding_window_sdpa(q, k, v, o, window):

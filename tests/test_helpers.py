@@ -257,9 +257,23 @@ def test_executor_kernels_draw_inline_whatever_the_callers_backend(monkeypatch):
 def test_compact_warnings_carry_no_file_path():
     import warnings
 
-    # importing helpers installed this format: what a notebook's stderr shows for any warning
-    shown = warnings.formatwarning("plan cache entry was foreign", UserWarning, "/home/alice/course/x.py", 212)
+    from helpers.errors import _format_warning
+
+    # the format a setup cell's H.compact_warnings() installs: what a notebook's stderr shows for any warning
+    shown = _format_warning("plan cache entry was foreign", UserWarning, "/home/alice/course/x.py", 212)
     assert shown == "UserWarning: plan cache entry was foreign\n"
+
+
+def test_importing_helpers_leaves_the_warning_format_alone():
+    import subprocess
+    import sys
+
+    code = ("import warnings; before = warnings.formatwarning; import helpers; "
+            "assert warnings.formatwarning is before, 'import changed the format'; "
+            "helpers.compact_warnings(); assert warnings.formatwarning is not before; print('ok')")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                         cwd=str(__import__("pathlib").Path(__file__).resolve().parent.parent))
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr
 
 
 def test_tidy_paths_replaces_machine_specific_folders():

@@ -235,17 +235,32 @@ def test_workers_are_modules_that_import_without_a_gpu(module):
     assert "Notebook 0" in out.stdout
 
 
-def test_cache_worker_usage_and_plan_worker_mode_errors_are_one_line():
-    out = subprocess.run([sys.executable, "-m", "helpers.recipes.workers.cache_worker"], capture_output=True,
-                         text=True, cwd=ROOT, timeout=120)
-    assert out.returncode == 2 and "{conv,mlp}" in out.stderr
-    out = subprocess.run([sys.executable, "-m", "helpers.recipes.workers.cache_worker", "mlp", "--mode", "fast",
-                          "--tokens", "8", "--hidden", "8", "--ffn", "8"], capture_output=True, text=True, cwd=ROOT,
-                         timeout=120)
-    assert out.returncode == 2 and "invalid choice: 'fast'" in out.stderr
-    out = subprocess.run([sys.executable, "-m", "helpers.recipes.workers.plan_worker", "rebuild", "/nonexistent"],
-                         capture_output=True, text=True, cwd=ROOT, timeout=120)
-    assert out.returncode != 0 and "mode must be build or load" in out.stderr
+def test_cache_worker_usage_and_plan_worker_mode_errors_are_one_line(tmp_path):
+    run = H.run_worker("cache_worker", check=False, cwd=tmp_path, timeout=120)   # any folder: helpers is found
+    assert run.returncode == 2 and "{conv,mlp}" in run.stderr
+    run = H.run_worker("cache_worker", "mlp", "--mode", "fast", "--tokens", 8, "--hidden", 8, "--ffn", 8,
+                       check=False, cwd=tmp_path, timeout=120)
+    assert run.returncode == 2 and "invalid choice: 'fast'" in run.stderr
+    with pytest.raises(H.WorkerError, match=r"worker plan_worker failed \(exit 1\)") as error:
+        H.run_worker("plan_worker", "rebuild", "/nonexistent", cwd=tmp_path, timeout=120)
+    assert "mode must be build or load" in str(error.value)
+
+
+def test_run_worker_finds_helpers_whatever_pythonpath_holds_and_refuses_a_path(tmp_path):
+    with pytest.raises(ValueError, match="module name"):
+        H.run_worker("../evil")
+    run = H.run_worker("cache_worker", "--help", check=False, env={"PYTHONPATH": "/nonexistent"}, cwd=tmp_path,
+                       timeout=120)
+    assert run.returncode == 0 and "cache_worker" in run.stdout, run.stderr
+    assert run.result is None and run.wall_s > 0 and run.launched_at > 0   # --help prints no RESULT line
+
+
+def test_run_worker_parses_the_last_result_line(tmp_path, monkeypatch):
+    import subprocess
+
+    printed = 'RESULT {"a": 1}\nnoise\nRESULT {"a": 2, "ok": true}\n'
+    monkeypatch.setattr(subprocess, "run", lambda *a, **k: subprocess.CompletedProcess(a, 0, printed, ""))
+    assert H.run_worker("cache_worker").result == {"a": 2, "ok": True}
 
 
 def test_cache_worker_modes_parse_to_their_arguments():

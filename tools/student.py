@@ -4,7 +4,7 @@
 
 A cell tagged ``solution`` (the stored notebook grading the reference solution, e.g.
 ``H.exercise("02.residual", H.solution("02.residual"))``) is dropped; every other cell is kept with its
-outputs and execution counts cleared, so the learner starts from the skeletons. ``notebooks/solutions/``
+outputs and execution counts cleared, so the learner starts from the skeletons. ``helpers/exercises/solutions/``
 is not copied. ``leaks(folder)`` lists any solution line that still appears in the copies.
 """
 from __future__ import annotations
@@ -17,7 +17,7 @@ from .notebooks import notebook_paths
 
 ROOT = Path(__file__).resolve().parent.parent
 NB_DIR = ROOT / "notebooks"
-SOLUTIONS = NB_DIR / "solutions"
+SOLUTIONS = Path(__file__).resolve().parent.parent / "helpers" / "exercises" / "solutions"
 SOLUTION_TAG = "solution"
 
 

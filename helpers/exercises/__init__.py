@@ -15,7 +15,7 @@ prints one line and returns a ``Verdict``:
 A checker is a function registered with ``@checker("NN.name")`` in ``helpers/exercises/nbNN.py``; it
 calls the learner's answer on its own inputs, compares with a PyTorch reference, returns a short
 success message, and raises ``Wrong("one line")`` for a wrong answer. Reference solutions live in
-``notebooks/solutions/NN_*.py``; ``H.solution("NN.name")`` loads one, so a stored notebook can prove
+``helpers/exercises/solutions/NN_*.py``; ``H.solution("NN.name")`` loads one, so a stored notebook can prove
 that its checkers accept a correct answer (``tools/student.py`` leaves them out of the student copy).
 """
 from __future__ import annotations
@@ -31,7 +31,7 @@ from typing import Any, Callable
 
 from ..errors import CourseError, FeatureUnavailable, NoGPUError, first_line
 
-SOLUTIONS_DIR = Path(__file__).resolve().parent.parent.parent / "notebooks" / "solutions"
+SOLUTIONS_DIR = Path(__file__).resolve().parent / "solutions"   # inside the package: found installed and in a checkout
 _CHECKERS: dict[str, Callable] = {}
 _NEEDS: dict[str, tuple] = {}
 
@@ -176,7 +176,7 @@ def grade_solution(key: str) -> Verdict:
 
 
 def solution_file(notebook: str) -> Path:
-    """``notebooks/solutions/NN_*.py`` for notebook ``NN``."""
+    """``helpers/exercises/solutions/NN_*.py`` for notebook ``NN``."""
     matches = sorted(SOLUTIONS_DIR.glob(f"{notebook}_*.py"))
     if not matches:
         raise CourseError(f"no solutions file for notebook {notebook} in {SOLUTIONS_DIR.name}/")

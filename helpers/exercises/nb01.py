@@ -3,17 +3,13 @@ from __future__ import annotations
 
 import time
 
+from ..libcudnn import load_cudnn
 from . import NotDone, Wrong, checker
 
 # The checker's own sizes, not the notebook's: a graph built from the notebook's x and w shows up as a wrong shape.
 BATCH, M, K, N = 2, 96, 64, 80
 GATE_CYCLES = 200_000_000  # GPU clock cycles the checker holds the learner's stream for (about 0.1 s at 2 GHz)
 
-
-def _cudnn():
-    from ..recipes._common import cudnn_module
-
-    return cudnn_module()
 
 
 def _dtype_label(data_type) -> str:
@@ -32,7 +28,7 @@ def inspect_matmul_bias_relu(result, y):
     graph, pack = result
     if graph is Ellipsis or pack is Ellipsis or graph is None or pack is None:
         raise NotDone("not done yet — return (graph, variant_pack)")
-    cudnn = _cudnn()
+    cudnn = load_cudnn(need_gpu=False)
     if not isinstance(graph, cudnn.pygraph):
         raise Wrong(f"the first item should be the cudnn.pygraph you built, got {type(graph).__name__}")
     if not isinstance(pack, dict):
@@ -61,7 +57,7 @@ def check_matmul_bias_relu(answer):
     from ..graphs import get_handle, workspace_for
 
     require_gpu()
-    _cudnn()
+    load_cudnn(need_gpu=False)
     dtype = working_dtype()
     gen = torch.Generator(device="cuda").manual_seed(1)
 
@@ -123,10 +119,10 @@ def check_run_on_stream(answer):
     from ..checking import check, poison_
     from ..device import require_gpu, working_dtype
     from ..graphs import GraphIO, build, get_handle, workspace_for
-    from ..recipes._common import new_graph
+    from ..recipes import new_graph
 
     require_gpu()
-    _cudnn()
+    load_cudnn(need_gpu=False)
     dtype = working_dtype()
     gen = torch.Generator(device="cuda").manual_seed(2)
     x = torch.randn(4, 128, 128, device="cuda", dtype=torch.float32, generator=gen).to(dtype)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 import numbers
 
+from ..libcudnn import load_cudnn
 from . import NotDone, Wrong, checker
 
 # N, C, H=W, K: big enough that the fast plans take some microseconds, small enough that the slowest
@@ -23,11 +24,6 @@ MAX_MS = 5.0             # the checker's cut-off for one run of a pathologically
 ALLOWANCE_PCT = 5.0      # a pick this close to the fastest passes, or twice the measured p10–p90 spread if larger
 ALLOWANCE_MS = 1e-3      # ... and never less than the resolution of CUDA-event timing
 
-
-def _cudnn():
-    from ..recipes._common import cudnn_module
-
-    return cudnn_module()
 
 
 def _problem(seed: int):
@@ -43,7 +39,7 @@ def _planned_graph(t):
     """A fresh graph for ``t``, planned with A, B and FALLBACK (one ranked list) and support-checked; not built."""
     from ..recipes import conv_bias_relu
 
-    cudnn = _cudnn()
+    cudnn = load_cudnn(need_gpu=False)
     g, io = conv_bias_relu.graph(t)
     g.validate()
     g.build_operation_graph()

@@ -278,9 +278,9 @@ def graph_only(names: list, what: str) -> None:
 @contextmanager
 def counting_validates():
     """A list that grows by one at every ``pygraph.validate()`` (every graph built) inside the block."""
-    from ..recipes._common import cudnn_module
+    from ..libcudnn import load_cudnn
 
-    pygraph = cudnn_module().pygraph
+    pygraph = load_cudnn(need_gpu=False).pygraph
     calls = []
     original = pygraph.validate
 

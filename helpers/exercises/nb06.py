@@ -51,7 +51,7 @@ def _run_by_uid(graph, t: dict) -> None:
 
 def _matmul_graph(t: dict):
     """The checker's own C = A @ B with the exercise's UIDs (constructed, not built)."""
-    from ..recipes._common import new_graph
+    from ..recipes import new_graph
 
     graph = new_graph(t["a"].dtype)
     a = graph.tensor_like(t["a"], name="a").set_uid(UIDS["a"])
@@ -61,9 +61,9 @@ def _matmul_graph(t: dict):
 
 
 def _is_graph(obj) -> bool:
-    from ..recipes._common import cudnn_module
+    from ..libcudnn import load_cudnn
 
-    return isinstance(obj, cudnn_module().pygraph)
+    return isinstance(obj, load_cudnn(need_gpu=False).pygraph)
 
 
 def _tol() -> float:
@@ -84,9 +84,9 @@ def check_round_trip(answer) -> str:
     only, and feeds the graph it returned by UID too — each time with new data, poisoned output, vs torch."""
     from ..errors import first_line
     from ..graphs import get_handle
-    from ..recipes._common import cudnn_module
+    from ..libcudnn import load_cudnn
 
-    cudnn, tol = cudnn_module(), _tol()
+    cudnn, tol = load_cudnn(need_gpu=False), _tol()
     t = _tensors(seed=1)
     result = answer(t["a"], t["b"], t["c"])
     if result is None or result is Ellipsis:
@@ -134,11 +134,11 @@ def check_round_trip(answer) -> str:
 # ---------------------------------------------------------------- 06.load_or_build
 def _this_machine() -> dict:
     from ..device import device_info
-    from ..recipes._common import cudnn_module
+    from ..libcudnn import load_cudnn
 
     d = device_info()
     return {"gpu": d.name, "sm": d.sm_version, "sm_count": int(d.sm_count),
-            "cudnn_backend": int(cudnn_module().backend_version())}
+            "cudnn_backend": int(load_cudnn(need_gpu=False).backend_version())}
 
 
 def _elsewhere(here: dict) -> list[tuple[str, dict]]:

@@ -90,10 +90,10 @@ def check_build_projection(build_projection):
     from ..checking import check, poison_, rel_error
     from ..device import require_gpu, working_dtype
     from ..graphs import get_handle, workspace_for
-    from ..recipes._common import cudnn_module
+    from ..libcudnn import load_cudnn
 
     require_gpu()
-    cudnn = cudnn_module()
+    cudnn = load_cudnn(need_gpu=False)
     dtype = working_dtype()
     k, n = PROJECTION_K, PROJECTION_N
     gen = torch.Generator(device="cuda").manual_seed(7)
@@ -140,10 +140,10 @@ def check_serve(serve):
     from ..checking import check
     from ..device import require_gpu, working_dtype
     from ..recipes import conv_bias_relu
-    from ..recipes._common import cudnn_module
+    from ..libcudnn import load_cudnn
 
     require_gpu()
-    cudnn = cudnn_module()
+    cudnn = load_cudnn(need_gpu=False)
     dtype = working_dtype()
     fixed = conv_bias_relu.make_tensors(1, SERVE_C, SERVE_HW, SERVE_K, dtype=dtype, seed=11)
     w, b = fixed["w"], fixed["b"]
@@ -197,10 +197,10 @@ def check_restore_cache(restore_cache):
     from ..device import require_gpu, working_dtype
     from ..graphs import build, get_handle, workspace_for
     from ..recipes import conv_bias_relu
-    from ..recipes._common import cudnn_module
+    from ..libcudnn import load_cudnn
 
     require_gpu()
-    cudnn = cudnn_module()
+    cudnn = load_cudnn(need_gpu=False)
     dtype = working_dtype()
 
     def conv_on(cache, batch, seed):

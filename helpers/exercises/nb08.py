@@ -16,6 +16,10 @@ from __future__ import annotations
 import warnings
 from types import SimpleNamespace
 
+import torch
+
+from ..device import require_gpu
+from ..libcudnn import load_cudnn
 from ..checking import check, poison_, rel_error, tolerance
 from . import NotDone, Wrong, checker
 
@@ -25,16 +29,6 @@ REQUESTS = 4
 
 
 # ---------------------------------------------------------------- shared set-up (GPU)
-def _libs():
-    """torch and the loaded cudnn module; one clear line (NoGPUError) without a GPU."""
-    import torch
-
-    from ..device import require_gpu
-    from ..recipes._common import cudnn_module
-
-    require_gpu()
-    return torch, cudnn_module()
-
 
 _RAW_HANDLES: dict = {}
 
@@ -42,7 +36,8 @@ _RAW_HANDLES: dict = {}
 def _raw_handle():
     """A cuDNN handle of the exercises' own, put back on the null stream before each use: the learner must
     bind it. (One per device and process: cudnn handles are not freed by garbage collection.)"""
-    torch, cudnn = _libs()
+    require_gpu()
+    cudnn = load_cudnn()
     index = torch.cuda.current_device()
     if index not in _RAW_HANDLES:
         _RAW_HANDLES[index] = cudnn.create_handle()
@@ -58,7 +53,7 @@ def _randn(torch, gen, *shape, scale=1.0, dtype=None):
 def make_mlp(seed: int = 0) -> SimpleNamespace:
     """Two built cuDNN graphs on one raw handle (bound to no stream yet), their variant packs, a workspace
     both can use, and the static buffers x -> h -> y the packs point at."""
-    torch, _ = _libs()
+    require_gpu()
     from ..device import working_dtype
     from ..graphs import build
     from ..recipes import matmul_bias_act
@@ -96,7 +91,8 @@ def mlp_reference(mlp, x):
 
 def _record_mlp(mlp):
     """The checker's own capture of up then down (08.serve grades what happens after a capture)."""
-    torch, cudnn = _libs()
+    require_gpu()
+    cudnn = load_cudnn()
 
     def both():
         mlp.up.execute(mlp.up_pack, mlp.workspace, handle=mlp.handle)
@@ -158,7 +154,7 @@ def capture_verdict(*, empty: bool, h, h_ref, y, y_ref, tol: float) -> str:
 
 @checker("08.capture_two")
 def check_capture_two(capture_two):
-    torch, _ = _libs()
+    require_gpu()
     mlp = make_mlp(seed=1)
     x, h, y = mlp.x, mlp.h, mlp.y               # kept: the answer may rebind the names on mlp
     with warnings.catch_warnings(record=True) as caught:
@@ -239,7 +235,7 @@ def serve_verdict(outputs, refs, *, stale_ref, y_static, replays: int, tol: floa
 
 @checker("08.serve")
 def check_serve(serve):
-    torch, _ = _libs()
+    require_gpu()
     mlp = make_mlp(seed=2)
     x_static, y_static = mlp.x, mlp.y          # kept: serve may rebind the names on mlp
     recorded = CountingGraph(_record_mlp(mlp))
@@ -308,7 +304,8 @@ def _cuda_ok(result):
 def make_native_layer(seed: int = 3) -> SimpleNamespace:
     """GELU(x @ w + b) with a plan that supports the native CUDA-graph API, populated into an empty CUDA
     graph and instantiated."""
-    torch, cudnn = _libs()
+    require_gpu()
+    cudnn = load_cudnn()
     from ..device import working_dtype
     from ..features import gate
     from ..graphs import get_handle, workspace_for
@@ -355,7 +352,7 @@ def _launch(cudart, torch, graph_exec, y):
 
 @checker("08.swap_weights", needs=("native_cuda_graph",))
 def check_swap_weights(swap_weights):
-    torch, _ = _libs()
+    require_gpu()
     layer = make_native_layer()
     cudart = _cudart()
     cuda_graph, x, w_old, b, y = layer.cuda_graph, layer.x, layer.w, layer.b, layer.y   # the answer may rebind them

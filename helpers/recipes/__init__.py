@@ -14,3 +14,7 @@ plancache           06           (the plan cache is 06's own subject; nothing la
 workers/            01, 06, 07   programs the notebooks start in a fresh process (``python -m``)
 ==================  ===========  =======================================================
 """
+
+from ._common import new_graph  # noqa: E402  (the one public name of the private module)
+
+__all__ = ["new_graph"]

@@ -8,16 +8,11 @@ from ..graphs import get_handle
 from ..libcudnn import load_cudnn
 
 
-def cudnn_module():
-    """``H.load_cudnn()`` on a GPU machine; the bare import elsewhere (graph construction needs no libcudnn)."""
-    return load_cudnn() if has_gpu() else __import__("cudnn")
-
-
 def new_graph(io_dtype: torch.dtype, handle=None, **options):
     """``cudnn.pygraph`` with ``io_dtype`` in memory, fp32 intermediates and math, on ``handle``
     (default: ``H.get_handle()``; none on a machine without a GPU, where construction works up to
     ``validate()``). ``options`` go to ``pygraph`` (``kernel_cache=``, ``is_dynamic_shape_enabled=`` ...)."""
-    cudnn = cudnn_module()
+    cudnn = load_cudnn(need_gpu=False)   # construction needs no libcudnn on a machine without a GPU
     if handle is None and has_gpu():
         handle = get_handle()
     return cudnn.pygraph(io_data_type=io_dtype, intermediate_data_type=torch.float32,

@@ -90,9 +90,9 @@ def fastest(table) -> int:
 def build_by_name(graph, plan_name: str, heuristic_modes: list[str]) -> int:
     """Plan a (constructed) graph with the saved heuristic modes and build the candidate called
     ``plan_name``; it is then the graph's selected plan (``serialize`` saves it). Returns its index."""
-    from ._common import cudnn_module
+    from ..libcudnn import load_cudnn
 
-    cudnn = cudnn_module()
+    cudnn = load_cudnn(need_gpu=False)
     graph.validate()
     graph.build_operation_graph()
     graph.create_execution_plans([getattr(cudnn.heur_mode, m) for m in heuristic_modes])

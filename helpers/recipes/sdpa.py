@@ -10,14 +10,15 @@ import torch
 
 from ..checking import poison_
 from ..graphs import GraphIO
-from ._common import cudnn_module, new_graph
+from ..libcudnn import load_cudnn
+from ._common import new_graph
 
 
 def causal_mask(causal: bool) -> dict:
     """The current spelling of a top-left causal mask as ``sdpa`` keyword arguments (empty: no mask)."""
     if not causal:
         return {}
-    cudnn = cudnn_module()
+    cudnn = load_cudnn(need_gpu=False)
     return dict(diagonal_alignment=cudnn.diagonal_alignment.TOP_LEFT, diagonal_band_right_bound=0)
 
 

@@ -24,7 +24,7 @@ import torch  # noqa: E402
 
 import helpers as H  # noqa: E402
 from helpers.recipes import autotune, conv_bias_relu, sdpa  # noqa: E402
-from helpers.recipes._common import new_graph  # noqa: E402
+from helpers.recipes import new_graph  # noqa: E402
 
 OUTPUTS = {"conv": "y", "matmul": "c", "sdpa": "o"}
 
