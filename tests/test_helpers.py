@@ -257,10 +257,12 @@ def test_executor_kernels_draw_inline_whatever_the_callers_backend(monkeypatch):
 def test_compact_warnings_carry_no_file_path():
     import warnings
 
-    from helpers.errors import _format_warning
-
-    # the format a setup cell's H.compact_warnings() installs: what a notebook's stderr shows for any warning
-    shown = _format_warning("plan cache entry was foreign", UserWarning, "/home/alice/course/x.py", 212)
+    before = warnings.formatwarning
+    try:
+        H.compact_warnings()   # what a setup cell calls: the format a notebook's stderr shows for any warning
+        shown = warnings.formatwarning("plan cache entry was foreign", UserWarning, "/home/alice/course/x.py", 212)
+    finally:
+        warnings.formatwarning = before
     assert shown == "UserWarning: plan cache entry was foreign\n"
 
 

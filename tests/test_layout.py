@@ -115,3 +115,60 @@ def test_recipe_graphs_are_written_out_only_where_they_are_taught(op, teacher):
             continue
         for src in _code_cells(path):
             assert f".{op}" not in src, f"{path.name} writes the {op.rstrip('(')} graph again; import its recipe"
+
+
+def test_solutions_ship_inside_the_package_so_an_installed_helpers_finds_them():
+    """H.solution reads helpers/exercises/solutions/ (a package, so setuptools installs it with helpers):
+    nothing is looked up in a checkout folder outside the package."""
+    import helpers.exercises as X
+
+    package = Path(X.__file__).resolve().parent
+    assert X.SOLUTIONS_DIR == package / "solutions"
+    assert (X.SOLUTIONS_DIR / "__init__.py").exists()
+    assert sorted(p.name[:2] for p in X.SOLUTIONS_DIR.glob("[0-9][0-9]_*.py")) == [p.name[:2] for p in notebook_paths()]
+
+
+def _private_imports(source: str, importer: str) -> list[str]:
+    """Modules named ``_x`` imported from outside their own package (relative imports resolved from ``importer``)."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = importer.split(".")[:-node.level]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            names = [target + "." + a.name for a in node.names] if target else []
+        elif isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        else:
+            continue
+        for name in names:
+            parts = name.split(".")
+            for i, part in enumerate(parts):
+                if part.startswith("_") and not part.startswith("__") and not importer.startswith(".".join(parts[:i]) + "."):
+                    found.append(name)
+                    break
+    return found
+
+
+def test_no_private_module_is_imported_outside_its_package():
+    """One public way in: helpers' private modules (``recipes._common`` ...) are used only inside their package."""
+    bad = []
+    for path in sorted([*HELPERS.rglob("*.py"), *(ROOT / "tools").glob("*.py"), *(ROOT / "tests").glob("*.py")]):
+        importer = ".".join(path.relative_to(ROOT).with_suffix("").parts)
+        bad += [f"{path.relative_to(ROOT)}: {name}" for name in _private_imports(path.read_text(), importer)
+                if name.startswith("helpers.")]
+    for nb in notebook_paths():
+        code = "\n".join("".join(c["source"]) for c in json.loads(nb.read_text())["cells"] if c["cell_type"] == "code")
+        code = "\n".join(l for l in code.splitlines() if not l.lstrip().startswith(("%", "!")))
+        bad += [f"{nb.name}: {name}" for name in _private_imports(code, "notebook") if name.startswith("helpers.")]
+    assert not bad, "\n".join(bad)
+
+
+def test_the_private_import_finder_catches_one():
+    assert _private_imports("from helpers.recipes._common import new_graph", "tests.test_x") == [
+        "helpers.recipes._common.new_graph"]
+    assert _private_imports("from ._common import new_graph", "helpers.recipes.sdpa") == []
+    assert _private_imports("from ..recipes._common import new_graph", "helpers.exercises.nb06") == [
+        "helpers.recipes._common.new_graph"]
