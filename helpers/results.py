@@ -33,6 +33,19 @@ def read(path: Path) -> list[dict]:
         return list(csv.DictReader(f))
 
 
+def write(path: Path, rows: list[dict]) -> None:
+    """The one writer of a results CSV: ``rows`` under the ``FIELDS`` header, replaced atomically (a crash never
+    leaves half a file). ``H.record`` upserts one row through it; ``tools.results_csv`` rewrites a whole file."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".csv.tmp")
+    with open(tmp, "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=FIELDS)
+        writer.writeheader()
+        writer.writerows(rows)
+    os.replace(tmp, path)
+
+
 def record(notebook: str, metric: str, value: float, unit: str) -> None:
     """Upsert one headline number for this GPU (keyed by notebook + metric)."""
     import torch
@@ -48,13 +61,7 @@ def record(notebook: str, metric: str, value: float, unit: str) -> None:
            "recorded_at": _dt.datetime.now().isoformat(timespec="seconds")}
     path = results_file(d.slug)
     path.parent.mkdir(parents=True, exist_ok=True)
-    rows = [r for r in read(path) if (r["notebook"], r["metric"]) != (notebook, metric)] + [row]
-    tmp = path.with_suffix(".csv.tmp")
-    with open(tmp, "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=FIELDS)
-        writer.writeheader()
-        writer.writerows(rows)
-    os.replace(tmp, path)  # atomic: a crash never leaves half a file
+    write(path, [r for r in read(path) if (r["notebook"], r["metric"]) != (notebook, metric)] + [row])
     print(f"recorded {notebook} · {metric} = {text} {unit}".rstrip())
 
 

@@ -2,9 +2,10 @@
 ``results/<gpu>.csv`` derived from them (so the committed numbers and the notebooks cannot drift)."""
 from __future__ import annotations
 
-import csv
 import re
 from pathlib import Path
+
+from helpers.results import read as read_results
 
 from .notebooks import notebook_paths, stamp
 
@@ -65,8 +66,7 @@ def results_problems(notebooks: dict, results_dir: Path) -> list[str]:
         if not path.exists():
             problems.append(f"{path.name} is missing; the stored notebooks recorded {len(rows)} numbers")
             continue
-        with open(path, newline="") as f:
-            stored = {(r["notebook"], r["metric"]): (r["value"], r["unit"]) for r in csv.DictReader(f)}
+        stored = {(r["notebook"], r["metric"]): (r["value"], r["unit"]) for r in read_results(path)}
         printed = {(r["notebook"], r["metric"]): (r["value"], r["unit"]) for r in rows}
         for key in sorted(printed.keys() | stored.keys()):
             if key not in stored:
@@ -83,20 +83,14 @@ def sync_results(paths=None, results_dir: Path | None = None) -> list[Path]:
     """Rewrite ``results/<gpu>.csv`` from the stored outputs of the notebooks (all by default)."""
     import nbformat
 
-    from helpers.results import FIELDS
     from helpers.results import results_dir as default_dir
+    from helpers.results import write
 
     results_dir = Path(results_dir or default_dir())
     notebooks = {Path(p).name: nbformat.read(p, as_version=4) for p in (paths or notebook_paths())}
     written = []
     for slug, rows in derived_results(notebooks).items():
         path = results_dir / f"{slug}.csv"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".csv.tmp")
-        with open(tmp, "w", newline="") as f:
-            writer = csv.DictWriter(f, fieldnames=FIELDS)
-            writer.writeheader()
-            writer.writerows(sorted(rows, key=lambda r: r["notebook"]))
-        tmp.replace(path)
+        write(path, sorted(rows, key=lambda r: r["notebook"]))
         written.append(path)
     return written
