@@ -92,6 +92,21 @@ def benchmark(fn: Callable[[], object], *, warmup: int = 10, iters: int = 50, fl
     return Timing(statistics.median(times), _quantile(times, 0.1), _quantile(times, 0.9), iters, times)
 
 
+def alternating_rounds(fns: dict, *, rounds: int = 3, warmup: int = 5, iters: int = 20,
+                       timer: Callable | None = None) -> dict:
+    """``{name: [median ms of each round]}``: every function of ``fns`` timed in ``rounds`` rounds that take
+    turns (round 1 of each, then round 2 of each, ...), so a drift of the GPU's clocks hits them all alike.
+    ``timer(fn, warmup=, iters=)`` returns a ``Timing`` (default ``benchmark``)."""
+    if rounds < 1:
+        raise ValueError(f"need rounds >= 1, got {rounds}")
+    timer = timer or benchmark
+    medians = {name: [] for name in fns}
+    for _ in range(rounds):
+        for name, fn in fns.items():
+            medians[name].append(timer(fn, warmup=warmup, iters=iters).median_ms)
+    return medians
+
+
 def host_us(fn: Callable[[], object], *, calls: int = 50) -> float:
     """Host time of one call of ``fn`` in µs: the median wall time of ``calls`` calls made back to back while
     the GPU runs behind (no synchronisation between them), after one untimed call. What the Python side of a

@@ -193,3 +193,35 @@ def test_merge_chunks_rejects_an_average_of_cudnn_outputs():
 
     verdict = graded("05.merge_chunks", merge_chunks)
     assert verdict.status == "failed" and "averaged the chunks' outputs" in verdict.message, verdict.message
+
+
+# ------------------------------------------------------------------ the verdict: H.check's, on CPU
+def test_a_few_wrong_rows_fail_although_the_norm_passes():
+    """The checker compares element by element too: one wrong query row hides in the norm, not here."""
+    def one_row_off(q, k, v, o, window):
+        band_answer()(q, k, v, o, window)
+        o[0, 0, 200] = -o[0, 0, 200]
+        return "graph"
+
+    with pytest.raises(X.Wrong, match=r"window=32: o differs from sliding-window attention \(rel err .*elements "
+                                      r"outside the element-wise bound"):
+        grade_band(one_row_off)
+
+
+def test_the_tolerance_is_the_outputs_dtype():
+    """o returned in float32 is refused by name (its tolerance would be fp32's); stats, float32, is judged by
+    fp32's tolerance: Stats off by 1 % (inside bf16's tolerance) fail."""
+    def fp32_o(q, chunks, scale):
+        o, stats = merge_answer()(q, chunks, scale)
+        return o.float(), stats
+
+    with pytest.raises(X.Wrong, match=r"o is torch.float32; return it in q's dtype \(torch.bfloat16\)"):
+        nb05.grade_merge_chunks(fp32_o, device="cpu")
+
+    def stats_one_percent_off(q, chunks, scale):
+        o, stats = merge_answer()(q, chunks, scale)
+        return o, stats * 1.01
+
+    with pytest.raises(X.Wrong, match=r"stats differs from the log-sum-exp over all keys \(rel err 1.0e-02, "
+                                      r"tolerance 0.002"):
+        nb05.grade_merge_chunks(stats_one_percent_off, device="cpu")

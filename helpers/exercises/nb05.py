@@ -3,9 +3,10 @@
 ``05.sliding_window``: a causal SDPA graph whose band keeps only the last ``window`` keys.
 ``05.merge_chunks``: attention over K/V that arrive in chunks, one forward with Stats per chunk, merged.
 
-Each checker calls the learner's function on its own small inputs, compares with PyTorch in float64, and
-when the answer is wrong, tries the usual mistakes (each a PyTorch reference of its own) to say which one
-it is. The grading functions take a ``device`` so the tests can exercise the diagnoses on CPU with
+Each checker calls the learner's function on its own small inputs, compares with PyTorch in float64 the way
+``H.check`` does (by norm and element by element, the tolerance of the output's dtype from the course's one
+table), and when the answer is wrong, tries the usual mistakes (each a PyTorch reference of its own, compared
+the same way) to say which one it is. The grading functions take a ``device`` so the tests can exercise the diagnoses on CPU with
 PyTorch-made answers; the registered checkers always run on the GPU.
 """
 from __future__ import annotations
@@ -46,16 +47,24 @@ def _attention(q, k, v, scale: float, visible=None):
     return o, torch.logsumexp(scores, dim=-1, keepdim=True)
 
 
-def _close(out, ref, dtype) -> bool:
-    from ..checking import rel_error, tolerance
+def _compare(out, ref):
+    """``H.check``'s verdict on ``out`` against ``ref`` (relative error by norm and the element-wise bound, the
+    tolerance of ``out``'s dtype), without printing or raising."""
+    from ..checking import check
 
-    return rel_error(out, ref) <= tolerance(dtype)
+    return check("", out, ref, quiet=True, raise_on_fail=False)
 
 
-def _first_match(out, candidates, dtype):
-    """The message of the first ``(reference, message)`` that ``out`` matches within ``dtype``'s tolerance."""
+def _off(result, what: str) -> str:
+    """``what`` differs: rel err and tolerance, and the elements off where the norm alone would have passed."""
+    elements = f"; {result.elements}" if result.elements is not None and result.elements.n_bad else ""
+    return f"{what} (rel err {result.rel_err:.1e}, tolerance {result.tol:g}{elements})"
+
+
+def _first_match(out, candidates):
+    """The message of the first ``(reference, message)`` that ``out`` matches (``_compare``)."""
     for ref, message in candidates:
-        if _close(out, ref, dtype):
+        if _compare(out, ref).ok:
             return message
     return None
 
@@ -118,7 +127,7 @@ def _sliding_window_mistake(o, q, k, v, scale, window, device) -> str | None:
         (_attention(q, k, v, 1.0, band(s, window, device=device))[0],
          "the mask is right but the scores were not scaled by 1/√D (attn_scale)"),
     ]
-    return _first_match(o, candidates, torch.bfloat16)
+    return _first_match(o, candidates)
 
 
 def grade_sliding_window(answer, *, device="cuda", need_graph: bool = True) -> str:
@@ -127,7 +136,7 @@ def grade_sliding_window(answer, *, device="cuda", need_graph: bool = True) -> s
     returned object must be a graph with an sdpa node."""
     import torch
 
-    from ..checking import poison_, rel_error, tolerance
+    from ..checking import poison_
 
     b, h, s, d = SLIDING_SHAPE
     scale = 1 / math.sqrt(d)
@@ -146,14 +155,12 @@ def grade_sliding_window(answer, *, device="cuda", need_graph: bool = True) -> s
         if missing:
             raise Wrong(where + f"{missing} of {o.numel()} elements of o were never written; execute the graph "
                         "with o as its output buffer")
-        want = _attention(q, k, v, scale, band(s, window, device=device))[0]
-        err = rel_error(o, want)
-        if err <= tolerance(torch.bfloat16):
-            worst = max(worst, err)
+        result = _compare(o, _attention(q, k, v, scale, band(s, window, device=device))[0])
+        if result.ok:
+            worst = max(worst, result.rel_err)
             continue
         mistake = _sliding_window_mistake(o, q, k, v, scale, window, device)
-        raise Wrong(where + (mistake or f"o differs from sliding-window attention (rel err {err:.1e}, "
-                                        f"tolerance {tolerance(torch.bfloat16):g})"))
+        raise Wrong(where + (mistake or _off(result, "o differs from sliding-window attention")))
     return (f"correct — windows {' and '.join(map(str, SLIDING_WINDOWS))} match PyTorch with an explicit mask "
             f"(worst rel err {worst:.1e})")
 
@@ -196,7 +203,7 @@ def _merge_o_mistake(o, q, chunks, scale) -> str | None:
         (_attention(q, k_all, v_all, 1 / math.sqrt(d))[0],
          f"the scores were scaled by 1/√D; use the attn_scale you are given ({scale:.4f})"),
     ]
-    return _first_match(o, candidates, torch.bfloat16)
+    return _first_match(o, candidates)
 
 
 def _merge_stats_mistake(stats, q, chunks, scale, want) -> str | None:
@@ -210,15 +217,13 @@ def _merge_stats_mistake(stats, q, chunks, scale, want) -> str | None:
         (lses.mean(dim=0), "you averaged the chunks' Stats; the merged value is log(Σ exp(L_c))"),
         (lses[0], "Stats is the first chunk's alone; it must cover every key"),
     ]
-    return _first_match(stats, candidates, torch.float32)
+    return _first_match(stats, candidates)
 
 
 def grade_merge_chunks(answer, *, device="cuda") -> str:
     """Run ``answer(q, chunks, attn_scale)``; its ``(o, stats)`` must match attention of q over all the
     chunks' keys and the log-sum-exp of the scaled scores over all keys (fp32, [B, H, S, 1])."""
     import torch
-
-    from ..checking import rel_error, tolerance
 
     q, chunks, scale = merge_inputs(device)
     got = answer(q, chunks, scale)
@@ -238,6 +243,8 @@ def grade_merge_chunks(answer, *, device="cuda") -> str:
         raise Wrong(f"o has shape {tuple(o.shape)}, want {(b, h, s, d)} (like q)")
     if tuple(stats.shape) != (b, h, s, 1):
         raise Wrong(f"stats has shape {tuple(stats.shape)}, want {(b, h, s, 1)}")
+    if o.dtype != q.dtype:
+        raise Wrong(f"o is {o.dtype}; return it in q's dtype ({q.dtype}), like q")
     if stats.dtype != torch.float32:
         raise Wrong(f"stats is {stats.dtype}; keep it float32, as cuDNN writes it")
     for name, t in (("o", o), ("stats", stats)):
@@ -246,17 +253,16 @@ def grade_merge_chunks(answer, *, device="cuda") -> str:
     k_all = torch.cat([k for k, _ in chunks], dim=2)
     v_all = torch.cat([v for _, v in chunks], dim=2)
     want_o, want_stats = _attention(q, k_all, v_all, scale)
-    o_err, o_tol = rel_error(o, want_o), tolerance(torch.bfloat16)
-    if o_err > o_tol:
+    o_result = _compare(o, want_o)
+    if not o_result.ok:
         mistake = _merge_o_mistake(o, q, chunks, scale)
-        raise Wrong(mistake or f"o differs from attention over all keys (rel err {o_err:.1e}, tolerance {o_tol:g})")
-    s_err, s_tol = rel_error(stats, want_stats), tolerance(torch.float32)
-    if s_err > s_tol:
+        raise Wrong(mistake or _off(o_result, "o differs from attention over all keys"))
+    s_result = _compare(stats, want_stats)
+    if not s_result.ok:
         mistake = _merge_stats_mistake(stats, q, chunks, scale, want_stats)
-        raise Wrong(mistake or f"o is right but stats differs from the log-sum-exp over all keys "
-                               f"(rel err {s_err:.1e}, tolerance {s_tol:g})")
-    return (f"correct — {len(chunks)} chunks merged: o rel err {o_err:.1e}, stats rel err {s_err:.1e} "
-            "against attention over all keys")
+        raise Wrong(mistake or _off(s_result, "o is right but stats differs from the log-sum-exp over all keys"))
+    return (f"correct — {len(chunks)} chunks merged: o rel err {o_result.rel_err:.1e}, stats rel err "
+            f"{s_result.rel_err:.1e} against attention over all keys")
 
 
 @checker("05.merge_chunks", needs=("sdpa",))
