@@ -67,6 +67,57 @@ def test_an_unfilled_skeleton_is_not_done_never_a_traceback(demo, capsys):
     assert "Traceback" not in "\n".join(out)
 
 
+# ------------------------------------------------------------------ the grading cascade (checkers of 02 and 04)
+def _outputs():
+    """relu(v) on a 64x64 grid and, by the mistake that gives it, two wrong formulas (float64)."""
+    import torch
+
+    v = torch.linspace(-2.0, 2.0, 4096, dtype=torch.float64).reshape(64, 64)
+    return v.clamp(min=0), {"the ReLU is missing": v, "the sign is flipped": -v.clamp(min=0)}
+
+
+def _wrong_outputs(right, wrong):
+    """A wrong output per line of the cascade, each with the start of the message it must get."""
+    partly, one_bad = right.clone(), right.clone()
+    partly[0] = float("nan")
+    one_bad[5, 60] += 0.5                # far outside the element-wise bound, too small to move the norm past tol
+    return [(right[:2], r"y has shape \(2, 64\), want \(64, 64\)"),
+            (right * float("nan"), "y is still all NaN: nothing was written into it — execute it$"),
+            (partly, "64 of 4096 elements of y were never written"),
+            (wrong["the ReLU is missing"], r"the ReLU is missing \(rel err "),
+            (wrong["the sign is flipped"], r"the sign is flipped \(rel err "),
+            (3 * right, "the output is wrong: rel err 2 against the reference"),
+            (one_bad, "the output is wrong in places: 1 of 4096 elements outside")]
+
+
+def test_grade_output_passes_a_right_answer_and_returns_its_error():
+    import torch
+
+    right, wrong = _outputs()
+    assert X.grade_output(right.to(torch.bfloat16), right, wrong) < 1e-2
+
+
+def test_grade_output_names_the_first_thing_that_is_wrong():
+    import torch
+
+    right, wrong = _outputs()
+    for out, message in _wrong_outputs(right, wrong):
+        with pytest.raises(X.Wrong, match="^" + message):
+            X.grade_output(out.to(torch.bfloat16), right, wrong, what="the output", all_nan_hint="execute it")
+
+
+def test_a_formula_matched_by_norm_but_not_element_wise_is_not_named():
+    import torch
+
+    right, wrong = _outputs()
+    near_miss = wrong["the sign is flipped"].clone()   # that formula, with one element far off: no longer it
+    near_miss[3, 60] += 0.5
+    assert X.agrees(near_miss, wrong["the sign is flipped"], 1.5e-2).rel_err < 1.5e-2   # the norm alone would match
+    assert not X.agrees(near_miss, wrong["the sign is flipped"], 1.5e-2).ok
+    with pytest.raises(X.Wrong, match=r"^y is wrong: rel err"):
+        X.grade_output(near_miss.to(torch.bfloat16), right, wrong)
+
+
 def test_unknown_exercises_and_bad_keys_are_one_line_errors():
     with pytest.raises(CourseError, match="no checker for exercise '98.nothing'"):
         X.exercise("98.nothing", lambda: 1)

@@ -355,6 +355,17 @@ def test_gpu_matmul_recipe_and_sdpa_recipe_run():
     assert H.check("sdpa recipe", outputs["o"], ref, quiet=True).ok
 
 
+def test_check_with_poisons_runs_and_compares_without_raising():
+    ref = torch.linspace(-1.0, 1.0, 64)
+    out = torch.empty(64)
+    check = autotune.check_with(out, ref)
+    assert check(lambda: out.copy_(ref)).ok
+    unwritten = check(lambda: None)            # the poison is still there: NaN everywhere
+    assert not unwritten.ok and unwritten.unwritten == 64
+    wrong = check(lambda: out.copy_(-ref))
+    assert not wrong.ok and wrong.rel_err > 1
+
+
 @requires_gpu
 def test_gpu_time_plans_times_every_candidate_and_fastest_passes_its_check():
     cudnn_ = H.load_cudnn()
@@ -364,11 +375,7 @@ def test_gpu_time_plans_times_every_candidate_and_fastest_passes_its_check():
     graph.validate(); graph.build_operation_graph(); graph.create_execution_plans([cudnn_.heur_mode.A])
     graph.check_support()
 
-    def check(run):
-        H.poison_(t["y"]); run(); torch.cuda.synchronize()
-        return H.check("plan", t["y"], ref, quiet=True, raise_on_fail=False)
-
-    table = autotune.time_plans(graph, io.pack(), check=check, warmup=1, iters=3, max_ms=50)
+    table = autotune.time_plans(graph, io.pack(), check=autotune.check_with(t["y"], ref), warmup=1, iters=3, max_ms=50)
     assert len(table) == graph.get_execution_plan_count() and table.attrs["timing_wall_ms"] > 0
     best = autotune.fastest(table)
     assert table.loc[best, "check"] == "PASS" and table.loc[best, "median_ms"] == table["median_ms"].min()

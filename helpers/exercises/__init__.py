@@ -62,6 +62,48 @@ class Verdict:
         return f"{mark} {self.exercise}: {self.message}"
 
 
+def agrees(out, ref, tol: float):
+    """``H.check`` of ``out`` against ``ref`` at tolerance ``tol``, by norm and element-wise, without printing or
+    raising: the ``CheckResult`` (``.ok``, ``.rel_err``)."""
+    from ..checking import check
+
+    return check("", out, ref, tol=tol, quiet=True, raise_on_fail=False)
+
+
+def grade_output(out, right, wrong: dict, *, name: str = "y", what: str | None = None,
+                 all_nan_hint: str = "") -> float:
+    """The grading cascade of an output tensor: the relative error of ``out`` against ``right`` when it passes
+    ``H.check`` at ``out``'s dtype (by norm and element-wise); otherwise ``Wrong`` in one line, the first of:
+    a wrong shape; nothing written (still all NaN; ``all_nan_hint`` says how to fix it); some elements
+    unwritten; the named mistake whose formula ``out`` matches instead (``wrong``: message -> formula); how far
+    off it is; where it is off. ``name`` is the output's name in the messages, ``what`` (default ``name``) the
+    subject of the last two (e.g. "the output")."""
+    import torch
+
+    from ..checking import check
+
+    what = what or name
+    if tuple(out.shape) != tuple(right.shape):
+        raise Wrong(f"{name} has shape {tuple(out.shape)}, want {tuple(right.shape)}")
+    n = out.numel()
+    unwritten = int(torch.isnan(out.detach().float()).sum().item())
+    if unwritten == n:
+        raise Wrong(f"{name} is still all NaN: nothing was written into it" + (f" — {all_nan_hint}" if all_nan_hint else ""))
+    if unwritten:
+        raise Wrong(f"{unwritten} of {n} elements of {name} were never written (still NaN)")
+    result = check(name, out, right, quiet=True, raise_on_fail=False)
+    if result.ok:
+        return result.rel_err
+    for mistake, formula in wrong.items():
+        matched = agrees(out, formula, result.tol)
+        if matched.ok:
+            raise Wrong(f"{mistake} (rel err {result.rel_err:.2g} against the right answer, {matched.rel_err:.1e} "
+                        f"against that formula)")
+    if result.rel_err > result.tol:
+        raise Wrong(f"{what} is wrong: rel err {result.rel_err:.2g} against the reference (tolerance {result.tol:g})")
+    raise Wrong(f"{what} is wrong in places: {result.elements}")
+
+
 def checker(key: str, needs: tuple = ()) -> Callable:
     """Register ``fn(answer) -> message`` as the checker of exercise ``key`` ("NN.name"). ``needs`` names the
     feature gates (``helpers.features.FEATURES``) the exercise needs: where one is missing, the verdict is

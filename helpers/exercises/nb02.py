@@ -10,7 +10,7 @@ torch and the GPU are touched only inside the functions, so this module imports 
 """
 from __future__ import annotations
 
-from . import NotDone, Wrong, checker
+from . import NotDone, Wrong, checker, grade_output
 
 # Small: each answer builds its graph per call, and a checker calls it twice. Channel counts are multiples
 # of 8 (tensor-core kernels); N, C, H=W, K, filter, padding, stride.
@@ -78,32 +78,10 @@ def folded_bn_references(t) -> tuple:
 
 
 def grade(out, right, wrong: dict) -> float:
-    """The relative error of ``out`` against ``right`` when it passes ``H.check``'s bounds; otherwise raise
-    ``Wrong`` with one line: nothing written, some elements unwritten, the named mistake ``out`` matches,
-    or how far off it is."""
-    import torch
-
-    from ..checking import check, rel_error
-
-    n = out.numel()
-    unwritten = int(torch.isnan(out.detach().float()).sum().item())
-    if unwritten == n:
-        raise Wrong("y is still all NaN: nothing was written into it — mark the graph's output with the y you "
-                    "are given (io.output) and execute the graph")
-    result = check("", out, right, quiet=True, raise_on_fail=False)
-    if result.ok:
-        return result.rel_err
-    if unwritten:
-        raise Wrong(f"{unwritten} of {n} elements of y were never written (still NaN)")
-    for mistake, formula in wrong.items():
-        matched = rel_error(out, formula)
-        if matched <= result.tol:
-            raise Wrong(f"{mistake} (rel err {result.rel_err:.2g} against the right answer, "
-                        f"{matched:.1e} against that formula)")
-    if result.rel_err > result.tol:
-        raise Wrong(f"the output is wrong: rel err {result.rel_err:.2g} against the reference (tolerance "
-                    f"{result.tol:g})")
-    raise Wrong(f"the output is wrong in places: {result.elements}")
+    """The relative error of ``out`` (y) against ``right``, or ``Wrong`` in one line naming the mistake: the
+    course's grading cascade, ``grade_output``."""
+    return grade_output(out, right, wrong, what="the output",
+                        all_nan_hint="mark the graph's output with the y you are given (io.output) and execute the graph")
 
 
 def _short(kernel: str) -> str:

@@ -13,7 +13,6 @@ from __future__ import annotations
 import math
 import numbers
 
-from ..libcudnn import load_cudnn
 from . import NotDone, Wrong, checker
 
 # N, C, H=W, K: big enough that the fast plans take some microseconds, small enough that the slowest
@@ -37,13 +36,13 @@ def _problem(seed: int):
 
 def _planned_graph(t):
     """A fresh graph for ``t``, planned with A, B and FALLBACK (one ranked list) and support-checked; not built."""
+    from ..graphs import heuristic_modes
     from ..recipes import conv_bias_relu
 
-    cudnn = load_cudnn(need_gpu=False)
     g, io = conv_bias_relu.graph(t)
     g.validate()
     g.build_operation_graph()
-    g.create_execution_plans([getattr(cudnn.heur_mode, m) for m in MODES])
+    g.create_execution_plans(heuristic_modes(MODES))
     g.check_support()
     return g, io
 
@@ -61,21 +60,6 @@ def plan_index(value, count: int) -> int:
     if not 0 <= int(value) < count:
         raise Wrong(f"plan {int(value)} does not exist: the graph has {count} plans (0 to {count - 1})")
     return int(value)
-
-
-def _check_against(t, ref):
-    """``check=`` for ``autotune.time_plans``: run a plan once on a poisoned output and compare (no raise)."""
-    import torch
-
-    from ..checking import check, poison_
-
-    def run_and_check(run):
-        poison_(t["y"])
-        run()
-        torch.cuda.synchronize()
-        return check("plan", t["y"], ref, quiet=True, raise_on_fail=False)
-
-    return run_and_check
 
 
 def _ms(value: float) -> str:
@@ -118,7 +102,7 @@ def check_fastest_plan(answer):
     index = plan_index(answer(graph, io.pack()), count)
 
     # The checker's own pass over every plan, as section 5 does it (each plan checked against the reference).
-    table = autotune.time_plans(graph, io.pack(), check=_check_against(t, ref), warmup=3, iters=15, max_ms=MAX_MS)
+    table = autotune.time_plans(graph, io.pack(), check=autotune.check_with(t["y"], ref), warmup=3, iters=15, max_ms=MAX_MS)
     row = table.loc[index]
     if math.isnan(row["median_ms"]):  # not timed
         raise Wrong(f"plan {index} cannot be used here ({row['result']}): time only the plans that build and run")

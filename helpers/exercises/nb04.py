@@ -4,8 +4,9 @@
     04.scaled_relu       y = relu(alpha * a @ b + bias) built once; alpha changes per call, passed by value
     04.fp8_matmul_amax   y = (a8 @ b8) * descale_a * descale_b in bf16 and its AMAX, from e4m3 inputs
 
-Each checker runs the answer on its own small inputs, compares with PyTorch in fp32 by norm (the output
-dtype's tolerance), names the usual mistake when the result matches a wrong formula instead, and rejects
+Each checker runs the answer on its own small inputs, compares with PyTorch in fp32 by norm and element-wise
+(the output dtype's tolerance; ``grade_output``, the course's grading cascade), names the usual mistake when the
+result matches a wrong formula instead, and rejects
 torch kernels running next to the graph (the epilogue and the AMAX belong inside it). The grading
 functions (``grade_*``) take plain tensors, so they work, and are tested, on the CPU as well; torch and the
 GPU are touched only inside functions, so this module imports on any machine.
@@ -14,11 +15,7 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 
-from . import NotDone, Wrong, checker
-
-# AMAX against max|y| of the answer's own y: they differ only by y's final rounding (at most half an ulp,
-# 2^-9 relative in bf16) when the engine reduces the fp32 value before the cast; notebook 04 uses 2^-8.
-AMAX_TOL = 2**-8
+from . import NotDone, Wrong, agrees, checker, grade_output
 
 # batch, M, K, N: small (each answer builds its graph per call), whole tiles for the tensor cores
 SILU_SHAPE = (4, 128, 256, 128)
@@ -65,17 +62,12 @@ def fp8_inputs(*, device: str = "cuda", seed: int = SEED) -> dict:
     device tensors (1/scale, scale = 448/amax). The two descales differ, and neither is near 1."""
     import torch
 
+    from ..quantize import to_fp8
+
     gen = torch.Generator().manual_seed(seed + 2)
     batch, m, k, n = FP8_SHAPE
-    e4m3 = torch.float8_e4m3fn
-    fmax = torch.finfo(e4m3).max
-
-    def quantize(x):
-        scale = fmax / x.abs().amax()
-        return (x * scale).clamp(-fmax, fmax).to(e4m3), (1.0 / scale).reshape(1, 1, 1)
-
-    a8, descale_a = quantize(torch.randn(batch, m, k, generator=gen))
-    b8_nk, descale_b = quantize(torch.randn(batch, n, k, generator=gen) / k**0.5)
+    a8, descale_a = to_fp8(torch.randn(batch, m, k, generator=gen))
+    b8_nk, descale_b = to_fp8(torch.randn(batch, n, k, generator=gen) / k**0.5)
     return dict(a8=a8.to(device), b8=b8_nk.to(device).transpose(1, 2), descale_a=descale_a.to(device),
                 descale_b=descale_b.to(device))
 
@@ -93,40 +85,14 @@ def _pair(result, what: str):
     return result
 
 
-def grade_output(out, right, wrong: dict, name: str = "y") -> float:
-    """The relative error of ``out`` against ``right`` (float32) when it passes ``H.check``'s bounds at
-    ``out``'s dtype; otherwise ``Wrong`` in one line: unwritten elements, the named mistake whose formula
-    ``out`` matches instead, or how far off it is."""
-    import torch
-
-    from ..checking import check, rel_error
-
-    if tuple(out.shape) != tuple(right.shape):
-        raise Wrong(f"{name} has shape {tuple(out.shape)}, want {tuple(right.shape)}")
-    n = out.numel()
-    unwritten = int(torch.isnan(out.detach().float()).sum().item())
-    if unwritten:
-        raise Wrong(f"{unwritten} of {n} elements of {name} were never written (still NaN)"
-                    if unwritten < n else f"{name} is still all NaN: nothing was written into it")
-    result = check(name, out, right, quiet=True, raise_on_fail=False)
-    if result.ok:
-        return result.rel_err
-    for mistake, formula in wrong.items():
-        matched = rel_error(out.float(), formula)
-        if matched <= result.tol:
-            raise Wrong(f"{mistake} (rel err {result.rel_err:.2g} against the right answer, {matched:.1e} "
-                        f"against that formula)")
-    if result.rel_err > result.tol:
-        raise Wrong(f"{name} is wrong: rel err {result.rel_err:.2g} against the reference (tolerance {result.tol:g})")
-    raise Wrong(f"{name} is wrong in places: {result.elements}")
-
-
 def grade_amax(amax, y, want_shape: tuple, wrong: dict) -> None:
-    """``amax`` must have ``want_shape`` and equal max|y| of the answer's own ``y`` over the reduced dims
-    (within ``AMAX_TOL``); otherwise ``Wrong`` naming the mistake it matches (``wrong``: message -> value)."""
+    """``amax`` must have ``want_shape`` and equal max|y| of the answer's own ``y`` over the reduced dims (by norm
+    and element-wise, within ``H.tolerance("amax")``: the two differ only by y's final rounding when the engine
+    reduces the fp32 value before the cast); otherwise ``Wrong`` naming the mistake it matches (``wrong``:
+    message -> value)."""
     import torch
 
-    from ..checking import rel_error
+    from ..checking import tolerance
 
     dims = tuple(i for i, size in enumerate(want_shape) if size == 1)
     want = y.detach().float().abs().amax(dim=dims, keepdim=True)
@@ -139,17 +105,18 @@ def grade_amax(amax, y, want_shape: tuple, wrong: dict) -> None:
     got = amax.detach().float()
     if torch.isnan(got).any():
         raise Wrong("amax holds NaN: it was never written, or the reduction read unwritten values")
-    err = rel_error(got, want)
-    if err <= AMAX_TOL:
+    tol = tolerance("amax")
+    result = agrees(got, want, tol)
+    if result.ok:
         return
     if not got.abs().any():
         raise Wrong("amax is all zeros: it was never written — mark the reduction's output with the amax buffer")
     for mistake, value in wrong.items():
-        if rel_error(got, value.float().reshape(got.shape)) <= AMAX_TOL:
+        if agrees(got, value.float().reshape(got.shape), tol).ok:
             raise Wrong(mistake)
     shown = ", ".join(f"{v:.4g}" for v in got.flatten()[:4].tolist())
     wanted = ", ".join(f"{v:.4g}" for v in want.flatten()[:4].tolist())
-    raise Wrong(f"amax does not match max|y|: got [{shown}], want [{wanted}] (rel err {err:.2g})")
+    raise Wrong(f"amax does not match max|y|: got [{shown}], want [{wanted}] (rel err {result.rel_err:.2g})")
 
 
 def silu_references(t) -> tuple:

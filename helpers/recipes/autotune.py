@@ -79,29 +79,29 @@ def time_plans(graph, pack: dict, *, check: Callable | None = None, warmup: int 
     return table
 
 
+def check_with(out, ref) -> Callable:
+    """``check=`` for ``time_plans``: ``check(run)`` poisons ``out``, runs the plan once, waits, and returns the
+    ``H.check`` result of ``out`` against ``ref`` (by norm and element-wise; printed by no one, raised by no one)."""
+    import torch
+
+    from ..checking import check, poison_
+
+    def run_and_check(run):
+        poison_(out)
+        run()
+        if out.is_cuda:
+            torch.cuda.synchronize()
+        return check("plan", out, ref, quiet=True, raise_on_fail=False)
+
+    return run_and_check
+
+
 def fastest(table) -> int:
     """Index of the fastest timed plan whose check (if any) passed."""
     ok = table[table["median_ms"].notna() & (table["check"] != "FAIL")]
     if ok.empty:
         raise RuntimeError("no plan was timed successfully")
     return int(ok["median_ms"].idxmin())
-
-
-def build_by_name(graph, plan_name: str, heuristic_modes: list[str]) -> int:
-    """Plan a (constructed) graph with the saved heuristic modes and build the candidate called
-    ``plan_name``; it is then the graph's selected plan (``serialize`` saves it). Returns its index."""
-    from ..libcudnn import load_cudnn
-
-    cudnn = load_cudnn(need_gpu=False)
-    graph.validate()
-    graph.build_operation_graph()
-    graph.create_execution_plans([getattr(cudnn.heur_mode, m) for m in heuristic_modes])
-    names = [graph.get_plan_name_at_index(i) for i in range(graph.get_execution_plan_count())]
-    if plan_name not in names:
-        raise LookupError(f"saved plan {plan_name!r} is not among this graph's {len(names)} candidates")
-    index = names.index(plan_name)
-    graph.build_plan_at_index(index)   # builds AND selects it
-    return index
 
 
 # ---------------------------------------------------------------- the hand-off to later notebooks

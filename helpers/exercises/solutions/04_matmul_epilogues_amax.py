@@ -77,6 +77,6 @@ def fp8_matmul_amax(a8, b8, descale_a, descale_b):
     io.output("y", descaled, out)
     io.output("amax", g.reduction(descaled, mode=cudnn.reduction_mode.AMAX, compute_data_type=torch.float32,
                                   name="amax_of_y"), peak_buf)
-    H.build(g, heuristics=[cudnn.heur_mode.A, cudnn.heur_mode.B, cudnn.heur_mode.FALLBACK])
+    H.build(g, heuristics=("A", "B", "FALLBACK"))
     g.execute(io.pack(), H.workspace_for(g), handle=H.get_handle())
     return out, peak_buf

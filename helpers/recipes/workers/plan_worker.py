@@ -74,7 +74,7 @@ def make_graph(kind: str, t: dict, handle=None):
 def build(graph, spec: dict) -> None:
     """The heuristic's first choice, or (with ``spec["plan_name"]``) the saved plan, found by name."""
     if spec.get("plan_name"):
-        autotune.build_by_name(graph, spec["plan_name"], spec["heuristic_modes"])
+        H.build(graph, heuristics=spec["heuristic_modes"], pick=spec["plan_name"])
     else:
         H.build(graph)
 
