@@ -8,6 +8,7 @@ import torch
 
 import helpers as H
 import helpers.exercises as X
+from helpers.recipes import plancache
 from tests.support import requires_gpu
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -30,6 +31,33 @@ def test_the_checker_and_the_notebook_agree_on_the_uids():
     learner = [c.source for c in nb.cells if c.cell_type == "code" and 'H.exercise("06.round_trip"' in c.source]
     assert len(learner) == 1 and 'UIDS = {"a": 11, "b": 12, "c": 13}' in learner[0]
     assert nb06.UIDS == {"a": 11, "b": 12, "c": 13}
+
+
+def test_load_or_build_is_fed_an_entry_from_elsewhere_for_every_fingerprint_field():
+    """The checker's foreign entries differ from this machine's fingerprint in one field (two for another GPU
+    model: its name and SM version) and together cover every field the plan cache keys on."""
+    from helpers.exercises import nb06
+
+    here = {"gpu": "NVIDIA H200", "sm": 90, "sm_count": 132, "driver": "580.95.05", "cuda_runtime": "13.0",
+            "cudnn_backend": 91900, "cudnn_frontend": "1.32.0"}
+    assert set(here) == set(plancache.FINGERPRINT_FIELDS)
+    changed = set()
+    for what, fingerprint in nb06._elsewhere(here):
+        assert set(fingerprint) == set(here), what
+        differs = {k for k in here if fingerprint[k] != here[k]}
+        assert differs and (len(differs) == 1 or differs == {"gpu", "sm"}), what
+        changed |= differs
+    assert changed == set(plancache.FINGERPRINT_FIELDS)
+    no_smi = dict(here, driver=None)   # nvidia-smi missing: an entry from another driver is still foreign
+    assert any(fingerprint["driver"] is not None for _, fingerprint in nb06._elsewhere(no_smi))
+
+
+def test_the_exercise_text_names_the_cache_fingerprint():
+    nb = nbformat.read(NOTEBOOK, as_version=4)
+    text = "\n".join(c.source for c in nb.cells)
+    assert "plancache.current_fingerprint()" in text
+    for field in plancache.FINGERPRINT_FIELDS:
+        assert f"`{field}`" in text, field
 
 
 # ---------------------------------------------------------------- wrong answers (GPU)
@@ -97,8 +125,7 @@ def test_gpu_round_trip_accepts_the_reference(capsys):
 
 
 def _machine():
-    d = H.device_info()
-    return {"gpu": d.name, "sm": d.sm_version, "sm_count": d.sm_count, "cudnn_backend": _cudnn().backend_version()}
+    return plancache.current_fingerprint()
 
 
 def _load(entry):
@@ -127,6 +154,14 @@ def ignores_cudnn(entry, graph):
     return _load(entry) if ok else _build(graph)
 
 
+def compares_four_fields(entry, graph):
+    """GPU model, SM version, SM count and cuDNN backend only: blind to the driver, CUDA runtime and frontend."""
+    fields = ("gpu", "sm", "sm_count", "cudnn_backend")
+    ok = (entry is not None and all(entry["fingerprint"][k] == _machine()[k] for k in fields)
+          and entry["key"] == graph.key())
+    return _load(entry) if ok else _build(graph)
+
+
 def ignores_the_key(entry, graph):
     return _load(entry) if entry is not None and entry["fingerprint"] == _machine() else _build(graph)
 
@@ -140,6 +175,7 @@ def always_builds(entry, graph):
     (always_loads, "✗ 06.load_or_build: it loaded an entry made on another GPU model"),
     (checks_the_gpu_name_only, "✗ 06.load_or_build: it loaded an entry made on a "),
     (ignores_cudnn, "✗ 06.load_or_build: it loaded an entry made with another cuDNN backend"),
+    (compares_four_fields, "✗ 06.load_or_build: it loaded an entry made under another driver"),
     (ignores_the_key, "✗ 06.load_or_build: it loaded an entry for another graph"),
     (always_builds, "✗ 06.load_or_build: it rebuilt for an entry made here, for this graph"),
 ])

@@ -111,6 +111,15 @@ def test_the_fingerprint_names_gpu_sm_count_driver_cuda_and_cudnn(monkeypatch):
     assert current_fingerprint() == FP
 
 
+def test_the_fingerprint_fields_are_one_list_with_a_reason_each():
+    """FINGERPRINT_FIELDS is the one list (notebook 06's exercise and its checker use it too): the tests' FP and
+    ELSEWHERE cover it, and every field says why a plan depends on it."""
+    from helpers.recipes.plancache import FINGERPRINT_FIELDS
+
+    assert list(FP) == list(FINGERPRINT_FIELDS) and set(ELSEWHERE) == set(FINGERPRINT_FIELDS)
+    assert all(isinstance(why, str) and len(why) > 20 for why in FINGERPRINT_FIELDS.values())
+
+
 def test_foreign_format_version(cache):
     path = cache.put("k", BLOB)
     data = path.read_bytes()

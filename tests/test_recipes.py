@@ -296,29 +296,72 @@ def test_plan_worker_graph_kinds_construct_on_meta_tensors():
         plan_worker.make_graph("lstm", {})
 
 
-def test_plan_worker_names_the_plan_build_plans_selected():
-    """The first candidate that builds (what build_plans' heuristics choice selects), not simply index 0."""
+class _Plans:
+    """A constructed graph as H.build sees it: three candidates, the first refuses to build."""
+    names = ["eng9_declines", "eng0_k2=1", "eng3"]
+
+    def __init__(self):
+        self.calls, self.modes = [], None
+
+    def validate(self):
+        self.calls.append("validate")
+
+    def build_operation_graph(self):
+        self.calls.append("build_operation_graph")
+
+    def create_execution_plans(self, modes):
+        self.modes = list(modes)
+
+    def get_execution_plan_count(self):
+        return len(self.names)
+
+    def build_plan_at_index(self, i):
+        if i == 0:
+            raise RuntimeError("cudnnGraphNotSupportedError")
+        self.calls.append(f"build {i}")
+
+    def get_plan_name_at_index(self, i):
+        return self.names[i]
+
+    def get_behavior_notes(self):
+        return [cudnn.behavior_note.RUNTIME_COMPILATION]
+
+
+def test_plan_worker_builds_the_first_candidate_that_builds_or_the_saved_plan_by_name():
+    """Without a saved name: H.build(pick="first") with the default heuristics, the first candidate that builds
+    (what build_plans' heuristics choice selects), not simply index 0. With one: that plan, among the saved modes."""
     from helpers.recipes.workers import plan_worker
 
-    class Plans:
-        names = ["eng9_declines", "eng0_k2=1", "eng3"]
+    graph = _Plans()
+    assert plan_worker.build(graph, {"kind": "conv"}) == 1
+    assert graph.modes == H.heuristic_modes(H.DEFAULT_HEURISTICS) and graph.calls[-1] == "build 1"
+    graph = _Plans()
+    assert plan_worker.build(graph, {"plan_name": "eng3", "heuristic_modes": ["B"]}) == 2
+    assert graph.modes == [cudnn.heur_mode.B] and graph.calls[-1] == "build 2"
+    with pytest.raises(LookupError, match="eng7"):
+        plan_worker.build(_Plans(), {"plan_name": "eng7", "heuristic_modes": ["A"]})
+    assert plan_worker.behavior_notes(_Plans()) == ["RUNTIME_COMPILATION"]
 
-        def get_execution_plan_count(self):
-            return len(self.names)
 
-        def build_plan_at_index(self, i):
-            if i == 0:
-                raise RuntimeError("cudnnGraphNotSupportedError")
-            return self
+def test_cache_worker_builds_the_mlp_with_h_build_first_or_pinned(monkeypatch):
+    """build_mlp hands the build to H.build (the first candidate that builds, or the pinned configuration) and
+    returns the index H.build selected."""
+    from helpers.recipes.workers import cache_worker
 
-        def get_plan_name_at_index(self, i):
-            return self.names[i]
+    asked = []
 
-        def get_behavior_notes(self):
-            return [cudnn.behavior_note.RUNTIME_COMPILATION]
+    def build(graph, **options):
+        asked.append(options)
+        timer = H.StepTimer()
+        timer.plan = 4
+        return timer
 
-    assert plan_worker.chosen_plan_name(Plans()) == "eng0_k2=1"
-    assert plan_worker.behavior_notes(Plans()) == ["RUNTIME_COMPILATION"]
+    monkeypatch.setattr(H, "build", build)
+    monkeypatch.setattr(H.GraphIO, "check_buffers", lambda self: None)   # meta tensors: nothing was inferred
+    t = matmul_bias_act.make_tensors(1, 16, 32, 48, dtype=torch.bfloat16, **META)
+    graph, io, index = cache_worker.build_mlp(t, dynamic=True, pin=(7, {"k": 1}))
+    assert index == 4 and asked == [{"pick": "first", "pin": (7, {"k": 1})}]
+    assert graph._cpp_graph_kwargs.get("is_dynamic_shape_enabled") is True and list(io.uids) == ["x", "w", "b", "y"]
 
 
 # ------------------------------------------------------------------ GPU: recipes build, run and pass their checks

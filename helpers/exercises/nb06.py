@@ -1,8 +1,9 @@
 """Checkers for notebook 06's exercises (plan serialization and a plan cache).
 
 06.round_trip     build C = A @ B with fixed UIDs, serialize it, reload the bytes into a fresh graph, run it by UID
-06.load_or_build  a cache lookup that loads a stored plan only when it was made on this GPU, with this cuDNN,
-                  for this graph — and otherwise builds
+06.load_or_build  a cache lookup that loads a stored plan only when its fingerprint is this machine's (the
+                  plan cache's own, ``plancache.current_fingerprint()``: every field) and it was made for this
+                  graph — and otherwise builds
 
 Both build tiny matmuls (C[1, 64, 48] = A[1, 64, 32] @ B[1, 32, 48]) in the working dtype on the GPU.
 """
@@ -33,11 +34,12 @@ def _reference(t: dict):
     return t["a"].double() @ t["b"].double()
 
 
-def _error(t: dict) -> float:
-    """rel err of t["c"] against the float64 reference (inf when c holds NaN: never written)."""
-    from ..checking import rel_error
+def _verdict(t: dict):
+    """t["c"] against the float64 reference: by norm and element by element, tolerances from c's dtype
+    (``CheckResult``: ``.ok``, ``.rel_err``, ``.unwritten``)."""
+    from ..checking import check
 
-    return rel_error(t["c"], _reference(t))
+    return check("06", t["c"], _reference(t), quiet=True, raise_on_fail=False)
 
 
 def _run_by_uid(graph, t: dict) -> None:
@@ -66,15 +68,12 @@ def _is_graph(obj) -> bool:
     return isinstance(obj, load_cudnn(need_gpu=False).pygraph)
 
 
-def _tol() -> float:
-    from ..checking import tolerance
-    from ..device import working_dtype
-
-    return tolerance(working_dtype())
-
-
-def _blame(err: float, what: str) -> str:
-    return f"{what}: c was never written (still NaN)" if err == float("inf") else f"{what}: c is wrong (rel err {err:.1e})"
+def _blame(result, what: str) -> str:
+    if result.unwritten:
+        return f"{what}: c was never written ({result.unwritten} elements still NaN)"
+    if result.rel_err <= result.tol:  # right by norm, some elements off
+        return f"{what}: c is wrong in places ({result.elements})"
+    return f"{what}: c is wrong (rel err {result.rel_err:.1e})"
 
 
 # ---------------------------------------------------------------- 06.round_trip
@@ -86,7 +85,7 @@ def check_round_trip(answer) -> str:
     from ..graphs import get_handle
     from ..libcudnn import load_cudnn
 
-    cudnn, tol = load_cudnn(need_gpu=False), _tol()
+    cudnn = load_cudnn(need_gpu=False)
     t = _tensors(seed=1)
     result = answer(t["a"], t["b"], t["c"])
     if result is None or result is Ellipsis:
@@ -103,9 +102,9 @@ def check_round_trip(answer) -> str:
     if reloaded.nodes:
         raise Wrong(f"the graph you returned holds {len(reloaded.nodes)} op(s) of its own, so it is the graph you "
                     "built (or you deserialized into it); deserialize into a fresh, empty cudnn.pygraph")
-    err = _error(t)
-    if not err <= tol:
-        raise Wrong(_blame(err, "after your run") + "; execute the reloaded graph with {uid: tensor}")
+    first = _verdict(t)
+    if not first.ok:
+        raise Wrong(_blame(first, "after your run") + "; execute the reloaded graph with {uid: tensor}")
 
     # Only the bytes travel to another process: reload them into a graph of ours, fed by the UIDs alone.
     ours = cudnn.pygraph(handle=get_handle())
@@ -116,8 +115,9 @@ def check_round_trip(answer) -> str:
     except Exception as exc:
         raise Wrong(f"your plan does not run when fed {{11: a, 12: b, 13: c}} ({first_line(exc, 90)}); "
                     "set_uid on a, b and the output c before building") from None
-    if not _error(u) <= tol:
-        raise Wrong(_blame(_error(u), "your plan, reloaded and fed {11: a, 12: b, 13: c}")
+    reloaded_run = _verdict(u)
+    if not reloaded_run.ok:
+        raise Wrong(_blame(reloaded_run, "your plan, reloaded and fed {11: a, 12: b, 13: c}")
                     + "; are the UIDs on the right tensors?")
 
     # The graph it returned must run by UID, on any buffers of that shape.
@@ -126,42 +126,55 @@ def check_round_trip(answer) -> str:
         _run_by_uid(reloaded, v)
     except Exception as exc:
         raise Wrong(f"the graph you returned does not run when fed by UID ({first_line(exc, 90)})") from None
-    if not _error(v) <= tol:
-        raise Wrong(_blame(_error(v), "the graph you returned, fed new inputs by UID"))
-    return f"correct — a fresh graph ran your {len(blob) / 1024:.1f} KiB plan by UID alone (rel err {err:.1e})"
+    returned_run = _verdict(v)
+    if not returned_run.ok:
+        raise Wrong(_blame(returned_run, "the graph you returned, fed new inputs by UID"))
+    return (f"correct — a fresh graph ran your {len(blob) / 1024:.1f} KiB plan by UID alone "
+            f"(rel err {first.rel_err:.1e})")
 
 
 # ---------------------------------------------------------------- 06.load_or_build
 def _this_machine() -> dict:
-    from ..device import device_info
-    from ..libcudnn import load_cudnn
+    """The course's one fingerprint (``plancache.current_fingerprint``), which the plan cache keys entries on."""
+    from ..recipes.plancache import current_fingerprint
 
-    d = device_info()
-    return {"gpu": d.name, "sm": d.sm_version, "sm_count": int(d.sm_count),
-            "cudnn_backend": int(load_cudnn(need_gpu=False).backend_version())}
+    return current_fingerprint()
+
+
+def _other(value, *candidates):
+    """The first candidate that differs from ``value``: a value another machine (or an upgrade) would have."""
+    return next(c for c in candidates if c != value)
 
 
 def _elsewhere(here: dict) -> list[tuple[str, dict]]:
-    """Fingerprints of entries that must be refused here: (what the learner reads, fingerprint)."""
-    other = ("NVIDIA A100-SXM4-80GB", 80) if here["sm"] != 80 else ("NVIDIA H100 80GB HBM3", 90)
+    """Fingerprints of entries that must be refused here, one or more per fingerprint field:
+    (what the learner reads, fingerprint)."""
+    gpu, sm = ("NVIDIA A100-SXM4-80GB", 80) if here["sm"] != 80 else ("NVIDIA H100 80GB HBM3", 90)
     fewer = max(1, here["sm_count"] // 2)
+    backend = here["cudnn_backend"] + 100
+    driver = _other(here["driver"], "570.86.15", "580.95.05")
+    runtime = _other(here["cuda_runtime"], "12.8", "13.0")
+    frontend = _other(here["cudnn_frontend"], "1.31.0", "1.32.0")
     return [
-        (f"on another GPU model ({other[0]}, sm{other[1]})", dict(here, gpu=other[0], sm=other[1])),
+        (f"on another GPU model ({gpu}, sm{sm})", dict(here, gpu=gpu, sm=sm)),
         (f"on a {here['gpu']} with {fewer} SMs (this one has {here['sm_count']}, e.g. a MIG slice)",
          dict(here, sm_count=fewer)),
-        (f"with another cuDNN backend ({here['cudnn_backend'] + 100}, this one is {here['cudnn_backend']})",
-         dict(here, cudnn_backend=here["cudnn_backend"] + 100)),
+        (f"with another cuDNN backend ({backend}, this one is {here['cudnn_backend']})",
+         dict(here, cudnn_backend=backend)),
+        (f"under another driver ({driver}, this one is {here['driver']})", dict(here, driver=driver)),
+        (f"with another CUDA runtime ({runtime}, this one is {here['cuda_runtime']})", dict(here, cuda_runtime=runtime)),
+        (f"with another cuDNN frontend ({frontend}, this one is {here['cudnn_frontend']})",
+         dict(here, cudnn_frontend=frontend)),
     ]
 
 
 @checker("06.load_or_build")
 def check_load_or_build(answer) -> str:
-    """Feeds the answer entries that must load (made here, for this graph) and entries that must not (another
-    GPU model, fewer SMs, another cuDNN, another graph, no entry); a load is a fresh pygraph with no ops, a
-    build is the graph handed in. Whatever comes back must then compute C = A @ B when fed by UID."""
+    """Feeds the answer entries that must load (made here, for this graph) and entries that must not (any one
+    fingerprint field from elsewhere, another graph, no entry); a load is a fresh pygraph with no ops, a build
+    is the graph handed in. Whatever comes back must then compute C = A @ B when fed by UID."""
     from ..graphs import build
 
-    tol = _tol()
     here = _this_machine()
     t = _tensors(seed=4)
     mine = _matmul_graph(t)
@@ -196,12 +209,12 @@ def check_load_or_build(answer) -> str:
             raise Wrong(f"it rebuilt for {what}: a matching entry must be loaded (deserialize into a fresh "
                         "cudnn.pygraph, not into the graph handed in)")
         if want == "build" and did == "load":
-            raise Wrong(f"it loaded {what}: compare the entry's fingerprint (gpu, sm, sm_count, cudnn_backend) "
-                        "and key with this machine's and graph.key()")
+            raise Wrong(f"it loaded {what}: compare the entry's whole fingerprint (all {len(here)} fields of "
+                        "plancache.current_fingerprint()) with this machine's, and its key with graph.key()")
         t["c"].fill_(float("nan"))
         _run_by_uid(got, t)
-        err = _error(t)
-        if not err <= tol:
-            raise Wrong(_blame(err, f"the graph returned for {what}, fed by UID"))
-    return (f"correct — loaded the matching entry, rebuilt for the {len(cases) - 1} others "
-            "(another GPU model, fewer SMs, another cuDNN, another graph, none)")
+        result = _verdict(t)
+        if not result.ok:
+            raise Wrong(_blame(result, f"the graph returned for {what}, fed by UID"))
+    return (f"correct — loaded the matching entry, rebuilt for the {len(cases) - 1} others (each fingerprint "
+            "field from elsewhere, another graph, none)")

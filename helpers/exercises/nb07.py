@@ -83,11 +83,20 @@ def _graph_and_pack(result, name: str):
     return graph, (io.pack() if hasattr(io, "pack") else io)
 
 
+def _why(result) -> str:
+    """What a failed ``check`` found, in a few words: the norm's error, and unwritten or stray elements."""
+    if result.unwritten:
+        return f"rel err {result.rel_err:.1e}, {result.unwritten} elements never written"
+    if result.rel_err <= result.tol:
+        return f"rel err {result.rel_err:.1e} by norm, but {result.elements}"
+    return f"rel err {result.rel_err:.1e}"
+
+
 @checker("07.build_projection", needs=("kernel_cache",))
 def check_build_projection(build_projection):
     import torch
 
-    from ..checking import check, poison_, rel_error
+    from ..checking import check, poison_
     from ..device import require_gpu, working_dtype
     from ..graphs import get_handle, workspace_for
     from ..libcudnn import load_cudnn
@@ -121,7 +130,7 @@ def check_build_projection(build_projection):
                             "graph for each call's tensors, not for the first call's")
             if result.unwritten == y.numel():
                 raise Wrong(f"y was never written at {where}: make it the graph's output (io.output('y', ..., y))")
-            if rel_error(y, x.double() @ w.double()) <= result.tol:
+            if check(where, y, x.double() @ w.double(), raise_on_fail=False, quiet=True).ok:
                 raise Wrong(f"the output ignores the bias (rel err {result.rel_err:.1e} at {where}; x @ w alone "
                             "matches it)")
             raise Wrong(f"wrong output at {where}: {result}")
@@ -162,8 +171,7 @@ def check_serve(serve):
             torch.cuda.synchronize()
             result = check(what, y, conv_bias_relu.reference(dict(x=x, w=w, b=b)), raise_on_fail=False, quiet=True)
             if not result.ok:
-                raise Wrong(f"{what}: wrong output (rel err {result.rel_err:.1e}"
-                            + (f", {result.unwritten} elements never written" if result.unwritten else "") + ")")
+                raise Wrong(f"{what}: wrong output ({_why(result)})")
             if batch not in seen:
                 seen.append(batch)
             holds = (f"graphs holds {len(graphs)} entr{'y' if len(graphs) == 1 else 'ies'} after "

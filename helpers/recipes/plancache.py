@@ -74,13 +74,24 @@ class PlanCacheError(CourseError):
     """``put`` would overwrite a file the cache did not write."""
 
 
-def current_fingerprint() -> dict:
-    """What a serialized plan depends on, for this process (needs a GPU).
+# What a serialized plan depends on: the fingerprint's fields, each with why. An entry stored under any other value
+# of any of them is refused as foreign, so a change rebuilds every entry once: the price of never running a plan
+# made for something else.
+FINGERPRINT_FIELDS = {
+    "gpu": "the GPU model: the plan's kernels and tile choices were made for it",
+    "sm": "its SM version (the architecture the kernels were compiled for)",
+    "sm_count": "its SM count: a MIG slice or a cut-down part of the same model has fewer, and tile choices depend on it",
+    "driver": "the driver: it loads and launches the plan's kernels",
+    "cuda_runtime": "the CUDA runtime torch ships, which the kernels run on",
+    "cudnn_backend": "the cuDNN backend: the blob's format and the engines inside it are its own",
+    "cudnn_frontend": "the cuDNN frontend: it writes the blob around the backend's plan (and a Python engine's recipe)",
+}
 
-    The GPU model, its SM version and SM count (a MIG slice or a cut-down SKU of the same model has fewer SMs,
-    and tile choices depend on them), the driver (it loads the plan's kernels), the CUDA runtime torch ships,
-    and the cuDNN backend and frontend versions. Any change rebuilds every entry once: that is the price of
-    never running a plan made for something else. ``driver`` is None where ``nvidia-smi`` is missing."""
+
+def current_fingerprint() -> dict:
+    """This process's value of every ``FINGERPRINT_FIELDS`` entry (needs a GPU): the course's one fingerprint, which
+    ``PlanCache`` stores in every entry and compares on load (notebook 06's exercise compares against it too).
+    ``driver`` is None where ``nvidia-smi`` is missing."""
     from ..device import require_gpu, versions
     from ..libcudnn import load_cudnn
 
@@ -123,7 +134,7 @@ class CacheResult:
 class PlanCache:
     """``PlanCache(directory, fingerprint=...)``: one file per key.
 
-    ``fingerprint`` defaults to :func:`current_fingerprint` (GPU model, SM version
+    ``fingerprint`` defaults to :func:`current_fingerprint` (``FINGERPRINT_FIELDS``: GPU model, SM version
     and count, driver, CUDA runtime, cuDNN backend and frontend). Pass one
     explicitly to use the file layer without a GPU.
     """

@@ -12,12 +12,13 @@ runtime compiler is *not* warmed up, so a cold build pays its start-up, as a res
 - ``static``: an ordinary build per token count (no kernel cache, no dynamic shapes);
 - ``heuristics``: dynamic shapes and one kernel cache; the heuristics choose the configuration per token count;
 - ``pinned``: dynamic shapes and one kernel cache; the first token count's configuration (engine and knobs) is
-  replayed for the others with ``create_execution_plan`` (the heuristics step in where it is refused).
+  replayed for the others (``H.build(pin=...)``: ``create_execution_plan``; the heuristics step in where it is
+  refused).
 
 Both the libraries and the runtime compiler are warmed up first (a static and a dynamic conv build: another
 topology, so no MLP kernel is compiled ahead), so every mode's first build is a compile, not a start-up. After
-all builds, each graph is timed per call (``H.benchmark``) and on the GPU alone (``H.gpu_time``), then checked
-against PyTorch.
+all builds, each graph is timed per call (``H.benchmark``) and on the GPU alone (``H.gpu_ms_or_reason``), then
+checked against PyTorch.
 
 Prints one line, ``RESULT {json}``. conv: build_ms (the measured build), load_ms (reading and loading the cache
 file), warmup_ms, ok and check. mlp: mode, warmup_ms, ok and ``rows``, one per token count with tokens,
@@ -72,29 +73,13 @@ def first_build(batch: int, c: int, k: int, hw: int, rs: int, cache_path: str | 
 
 
 def build_mlp(t: dict, *, cache=None, dynamic: bool = False, pin=None):
-    """gelu(x @ w + b) for the tensors ``t``, built: ``(graph, io, plan index)``. The same walk as notebook
-    07's ``mlp_up``: ``pin=None`` ranks the candidates with the heuristics and builds the first that builds;
-    ``pin=(engine_id, knobs)`` appends exactly that configuration and builds it."""
-    cudnn = H.load_cudnn()
+    """gelu(x @ w + b) for the tensors ``t``, built: ``(graph, io, plan index)``, as notebook 07's ``mlp_up``:
+    ``H.build(pick="first")`` builds the heuristics' first candidate that builds; with ``pin=(engine_id, knobs)``,
+    ``H.build(pin=pin)`` builds exactly that configuration."""
     graph, io = matmul_bias_act.graph(t, kernel_cache=cache, is_dynamic_shape_enabled=dynamic)
-    graph.validate()
-    graph.build_operation_graph()
-    if pin is None:
-        graph.create_execution_plans([cudnn.heur_mode.A, cudnn.heur_mode.FALLBACK])
-        candidates = range(graph.get_execution_plan_count())
-    else:
-        graph.create_execution_plan(*pin)
-        candidates = [graph.get_execution_plan_count() - 1]
-    failure: Exception = RuntimeError("no candidate plan")
-    for index in candidates:
-        try:
-            graph.build_plan_at_index(index)                   # compiles the kernel, or finds it in the cache
-        except Exception as exc:                               # this configuration cannot run the graph
-            failure = exc
-            continue
-        io.check_buffers()
-        return graph, io, index
-    raise failure
+    index = H.build(graph, pick="first", pin=pin).plan       # compiles the kernel, or finds it in the cache
+    io.check_buffers()
+    return graph, io, index
 
 
 def _warm_up(dtype: torch.dtype) -> float:
@@ -104,13 +89,6 @@ def _warm_up(dtype: torch.dtype) -> float:
     H.build(conv_bias_relu.graph(warm)[0])
     H.build(conv_bias_relu.graph(warm, is_dynamic_shape_enabled=True)[0])
     return _ms_since(t0)
-
-
-def _gpu_ms(run, iters: int) -> float | None:
-    try:
-        return H.gpu_time(run, iters=iters).median_ms
-    except H.NotCapturable:
-        return None
 
 
 def mlp_sweep(mode: str, tokens: list[int], hidden: int, ffn: int, *, warmup: int = 5, iters: int = 20) -> dict:
@@ -150,7 +128,8 @@ def mlp_sweep(mode: str, tokens: list[int], hidden: int, ffn: int, *, warmup: in
             graph.execute(pack, workspace, handle=handle)
 
         row["call_ms"] = H.benchmark(run, warmup=warmup, iters=iters).median_ms
-        row["gpu_ms"] = _gpu_ms(run, iters)
+        gpu_ms, no_capture = H.gpu_ms_or_reason(run, iters=iters)
+        row["gpu_ms"] = None if no_capture else gpu_ms       # JSON null where the calls cannot be captured
         t = io.buffers
         H.poison_(t["y"])
         graph.execute(io.pack(), workspace, handle=H.get_handle())

@@ -23,7 +23,7 @@ from pathlib import Path  # noqa: E402
 import torch  # noqa: E402
 
 import helpers as H  # noqa: E402
-from helpers.recipes import autotune, conv_bias_relu, sdpa  # noqa: E402
+from helpers.recipes import conv_bias_relu, sdpa  # noqa: E402
 from helpers.recipes import new_graph  # noqa: E402
 
 OUTPUTS = {"conv": "y", "matmul": "c", "sdpa": "o"}
@@ -71,25 +71,11 @@ def make_graph(kind: str, t: dict, handle=None):
     raise ValueError(f"unknown graph kind {kind!r}")
 
 
-def build(graph, spec: dict) -> None:
-    """The heuristic's first choice, or (with ``spec["plan_name"]``) the saved plan, found by name."""
-    if spec.get("plan_name"):
-        H.build(graph, heuristics=spec["heuristic_modes"], pick=spec["plan_name"])
-    else:
-        H.build(graph)
-
-
-def chosen_plan_name(graph) -> str:
-    """The name of the plan ``H.build`` selected. ``build_plans`` (heuristics' choice) selects the first
-    candidate that builds; the same walk finds it again, and costs nothing more: ``build_plan_at_index``
-    returns at once for a plan already built (and selects the same one)."""
-    for index in range(graph.get_execution_plan_count()):
-        try:
-            graph.build_plan_at_index(index)
-        except Exception:  # a candidate build_plans skipped, too
-            continue
-        return graph.get_plan_name_at_index(index)
-    return "unknown"
+def build(graph, spec: dict) -> int:
+    """Build ``graph``; the selected plan's index. Without ``spec["plan_name"]`` the heuristics' first choice
+    that builds (the plan ``build_plans`` selects); with it, that plan, found by name among the candidates of
+    ``spec["heuristic_modes"]`` (notebook 03's saved choice)."""
+    return H.build(graph, heuristics=spec.get("heuristic_modes"), pick=spec.get("plan_name") or "first").plan
 
 
 def behavior_notes(graph) -> list[str]:
@@ -126,7 +112,7 @@ def build_one(name: str, spec: dict, dtype: torch.dtype, work: Path, save_output
     torch.cuda.synchronize()
     t0 = time.perf_counter()
     graph, io = make_graph(spec["kind"], t)
-    build(graph, spec)
+    plan_index = build(graph, spec)
     ms = (time.perf_counter() - t0) * 1e3
     blob = graph.serialize(as_bytes=True)
     (work / f"{name}.plan").write_bytes(blob)
@@ -137,7 +123,7 @@ def build_one(name: str, spec: dict, dtype: torch.dtype, work: Path, save_output
         torch.save(t[OUTPUTS[spec["kind"]]].cpu(), work / f"{name}.build.out.pt")
     try:  # after serialize and run: it times nothing, and a failed query must not fail the graph
         notes = behavior_notes(graph)
-        plan = spec.get("plan_name") or chosen_plan_name(graph)
+        plan = graph.get_plan_name_at_index(plan_index)
     except Exception as exc:
         notes, plan = [], f"unknown ({H.first_line(exc, 80)})"
     return {"build_ms": ms, "plan_bytes": len(blob), "plan": plan, "notes": notes}

@@ -3,7 +3,8 @@
     CUDNN_FRONTEND_LOG_INFO=1 CUDNN_FRONTEND_LOG_FILE=frontend.log python -m helpers.recipes.workers.tiny_graph
 
 The frontend reads its logging variables once, at its first log call, so a notebook that has already
-used cuDNN cannot switch logging on for itself: it starts this process with them set instead.
+used cuDNN cannot switch logging on for itself: it starts this process with them set instead
+(``H.run_worker("tiny_graph", env={...})``).
 """
 import torch
 
