@@ -4,12 +4,14 @@ The cuDNN graphs are written in the notebooks. This package loads the library (l
 knows the device and its feature gates (device, features), times (timing, sweep), checks
 (checking, with the course's one tolerance table), binds tensors to graphs and builds them
 (graphs), quantises to FP8 (quantize), reads what ran on the GPU (profiling), starts workers in a
-fresh process (workers), plots (plotting) and records headline numbers (results). Importing it
+fresh process (workers), calls the CUDA runtime through cuda-python (cuda_runtime), plots (plotting) and
+records headline numbers (results); ``helpers.training`` holds the transformer block notebook 08 trains. Importing it
 changes nothing in the process (``compact_warnings()`` is the setup cell's explicit call). ``helpers.recipes`` holds graphs and
 procedures a notebook teaches and later notebooks reuse; maintainer tooling (the executor,
 notebook metadata) lives in ``tools/`` and is never imported here.
 """
 from .checking import TOLERANCE, TOLERANCE_FOR, CheckResult, check, check_table, poison_, rel_error, tolerance
+from .cuda_runtime import cuda_call
 from .device import DeviceInfo, backend_version, device_info, dtype_name, has_gpu, require_gpu, versions, working_dtype
 from .exercises import exercise, grade_solution, solution
 from .errors import (CourseError, CudnnLoadError, CudnnNotFoundError, CudnnVersionError, FeatureUnavailable, NoGPUError,
@@ -26,7 +28,7 @@ from .quantize import to_fp8
 from .results import record, summary
 from .sweep import grid, peak_extra_mib, perf_sweep
 from .timing import (StepTimer, Timing, benchmark, flush_l2_cache, gbps, host_us, measured_bandwidth_gbps,
-                     measured_peak_tflops, peak_tflops, percent_of_peak, tflops)
+                     measured_peak_tflops, peak_tflops, percent_of_peak, tflops, timing_table)
 from .workers import WorkerError, WorkerRun, run_worker
 
 __all__ = [name for name in dir() if not name.startswith("_")]
