@@ -17,7 +17,7 @@ from .exercises import exercise, grade_solution, solution
 from .errors import (CourseError, CudnnLoadError, CudnnNotFoundError, CudnnVersionError, FeatureUnavailable, NoGPUError,
                      compact_warnings, first_line)
 from .features import Gate, feature_table, gate, notebook_requirements_met
-from .gpu_time import NotCapturable, gpu_ms_or_reason, gpu_time
+from .gpu_time import NotCapturable, gpu_ms_or_reason, gpu_time, timing_table
 from .graphs import DEFAULT_HEURISTICS, GraphIO, build, heuristic_modes, describe_tensors, get_handle, workspace_for
 from .libcudnn import load_cudnn, loaded_library
 from .parameters import ParameterError, check_parameters
@@ -28,7 +28,7 @@ from .quantize import to_fp8
 from .results import record, summary
 from .sweep import grid, peak_extra_mib, perf_sweep
 from .timing import (StepTimer, Timing, benchmark, flush_l2_cache, gbps, host_us, measured_bandwidth_gbps,
-                     measured_peak_tflops, peak_tflops, percent_of_peak, tflops, timing_table)
+                     measured_peak_tflops, peak_tflops, percent_of_peak, tflops)
 from .workers import WorkerError, WorkerRun, run_worker
 
 __all__ = [name for name in dir() if not name.startswith("_")]
