@@ -4,18 +4,20 @@ The cuDNN graphs are written in the notebooks. This package loads the library (l
 knows the device and its feature gates (device, features), times (timing, sweep), checks
 (checking, with the course's one tolerance table), binds tensors to graphs and builds them
 (graphs), quantises to FP8 (quantize), reads what ran on the GPU (profiling), starts workers in a
-fresh process (workers), plots (plotting) and records headline numbers (results). Importing it
+fresh process (workers), calls the CUDA runtime through cuda-python (cuda_runtime), plots (plotting) and
+records headline numbers (results); ``helpers.training`` holds the transformer block notebook 08 trains. Importing it
 changes nothing in the process (``compact_warnings()`` is the setup cell's explicit call). ``helpers.recipes`` holds graphs and
 procedures a notebook teaches and later notebooks reuse; maintainer tooling (the executor,
 notebook metadata) lives in ``tools/`` and is never imported here.
 """
 from .checking import TOLERANCE, TOLERANCE_FOR, CheckResult, check, check_table, poison_, rel_error, tolerance
+from .cuda_runtime import cuda_call
 from .device import DeviceInfo, backend_version, device_info, dtype_name, has_gpu, require_gpu, versions, working_dtype
 from .exercises import exercise, grade_solution, solution
 from .errors import (CourseError, CudnnLoadError, CudnnNotFoundError, CudnnVersionError, FeatureUnavailable, NoGPUError,
                      compact_warnings, first_line)
 from .features import Gate, feature_table, gate, notebook_requirements_met
-from .gpu_time import NotCapturable, gpu_ms_or_reason, gpu_time
+from .gpu_time import NotCapturable, gpu_ms_or_reason, gpu_time, timing_table
 from .graphs import DEFAULT_HEURISTICS, GraphIO, build, heuristic_modes, describe_tensors, get_handle, workspace_for
 from .libcudnn import load_cudnn, loaded_library
 from .parameters import ParameterError, check_parameters

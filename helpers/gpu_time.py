@@ -5,7 +5,7 @@ on a small shape a path with a heavy Python wrapper (``torch.compile``'s guards,
 ``execute``) looks slower than its kernels are. ``H.gpu_time`` captures the calls in a CUDA graph and
 times the replays: the kernels run back to back, with no Python between them. Report both: per-call
 time is what a Python loop pays; GPU time is what the kernels cost (and what a CUDA graph, notebook
-08, gets you).
+08, gets you). ``H.timing_table`` puts them side by side (with host time per call), one row per path.
 """
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ import torch
 from .device import require_gpu
 from .errors import CourseError, first_line
 from .graphs import get_handle
-from .timing import Timing, benchmark
+from .timing import Timing, benchmark, host_us
 
 
 class NotCapturable(CourseError):
@@ -81,3 +81,30 @@ def gpu_ms_or_reason(fn: Callable[[], object], *, label: str | None = None, **kw
         if label is not None:
             print(f"{label}: no GPU time ({exc})")
         return float("nan"), str(exc)
+
+
+def timing_table(paths: dict, *, baseline: str | None = None, gpu=(), host: bool = False,
+                 per: tuple[str, int] | None = None, warmup: int = 10, iters: int = 50, flush_l2: bool = True,
+                 gpu_iters: int = 20):
+    """pandas table, one row per ``{label: fn}`` of ``paths``, in µs:
+
+    ``µs per call`` (``benchmark``'s median), ``GPU µs`` for the labels in ``gpu`` (``gpu_ms_or_reason`` with
+    ``gpu_iters`` replays: NaN elsewhere, and where a path cannot be captured, the reason printed), ``host µs per
+    call`` with ``host`` (``host_us``), ``µs per <per[0]>`` (the call's time over ``per[1]``), ``speedup vs
+    <baseline>`` (the baseline's time over the row's) and ``spread``."""
+    import pandas as pd
+
+    per_call = {label: benchmark(fn, warmup=warmup, iters=iters, flush_l2=flush_l2) for label, fn in paths.items()}
+    us = {label: t.median_ms * 1e3 for label, t in per_call.items()}
+    table = {"µs per call": us}
+    if gpu:
+        table["GPU µs"] = {label: gpu_ms_or_reason(fn, label=label, iters=gpu_iters, flush_l2=flush_l2)[0] * 1e3
+                           if label in gpu else float("nan") for label, fn in paths.items()}
+    if host:
+        table["host µs per call"] = {label: host_us(fn) for label, fn in paths.items()}
+    if per is not None:
+        table[f"µs per {per[0]}"] = {label: t / per[1] for label, t in us.items()}
+    if baseline is not None:
+        table[f"speedup vs {baseline}"] = {label: us[baseline] / t for label, t in us.items()}
+    table["spread"] = {label: t.spread for label, t in per_call.items()}
+    return pd.DataFrame(table)

@@ -16,8 +16,7 @@ from tests.support import graded, requires_gpu
 
 ROOT = Path(__file__).resolve().parent.parent
 KEYS = ["08.capture_two", "08.serve", "08.swap_weights"]
-BF16 = torch.bfloat16
-TOL = H.tolerance(BF16)
+BF16 = torch.bfloat16   # the outputs' dtype in these cases: the verdicts take their tolerance from it
 
 
 def _nan_like(t):
@@ -33,7 +32,7 @@ def refs():
 # ------------------------------------------------------------------ CPU: 08.capture_two's verdict
 def test_capture_verdict_accepts_a_replay_that_wrote_both():
     h_ref, y_ref = torch.randn(1, 16, 128), torch.randn(1, 16, 64)
-    msg = nb08.capture_verdict(empty=False, h=h_ref.to(BF16), h_ref=h_ref, y=y_ref.to(BF16), y_ref=y_ref, tol=TOL)
+    msg = nb08.capture_verdict(empty=False, h=h_ref.to(BF16), h_ref=h_ref, y=y_ref.to(BF16), y_ref=y_ref)
     assert msg.startswith("correct — one CUDA graph replays both cuDNN graphs, rel err ")
 
 
@@ -44,30 +43,30 @@ def test_capture_verdict_accepts_a_replay_that_wrote_both():
 def test_capture_verdict_names_an_empty_graph(empty, match):
     h_ref, y_ref = torch.randn(1, 16, 128), torch.randn(1, 16, 64)
     with pytest.raises(X.Wrong, match=match):
-        nb08.capture_verdict(empty=empty, h=_nan_like(h_ref), h_ref=h_ref, y=_nan_like(y_ref), y_ref=y_ref, tol=TOL)
+        nb08.capture_verdict(empty=empty, h=_nan_like(h_ref), h_ref=h_ref, y=_nan_like(y_ref), y_ref=y_ref)
 
 
 def test_capture_verdict_names_a_graph_without_the_second_cudnn_graph():
     h_ref, y_ref = torch.randn(1, 16, 128), torch.randn(1, 16, 64)
     with pytest.raises(X.Wrong, match="^the replay ran mlp.up but y is still NaN: record mlp.down too"):
-        nb08.capture_verdict(empty=False, h=h_ref.to(BF16), h_ref=h_ref, y=_nan_like(y_ref), y_ref=y_ref, tol=TOL)
+        nb08.capture_verdict(empty=False, h=h_ref.to(BF16), h_ref=h_ref, y=_nan_like(y_ref), y_ref=y_ref)
 
 
 def test_capture_verdict_rejects_wrong_values_and_a_few_wrong_elements():
     h_ref, y_ref = torch.randn(1, 16, 128), torch.randn(1, 16, 64)
     with pytest.raises(X.Wrong, match=r"^h is wrong after the replay \(rel err"):
-        nb08.capture_verdict(empty=False, h=(-h_ref).to(BF16), h_ref=h_ref, y=y_ref.to(BF16), y_ref=y_ref, tol=TOL)
+        nb08.capture_verdict(empty=False, h=(-h_ref).to(BF16), h_ref=h_ref, y=y_ref.to(BF16), y_ref=y_ref)
     one_bad = y_ref.to(BF16)
     one_bad[0, 3, 5] += 0.4     # too small to move the norm past the tolerance, far outside the element bound
     with pytest.raises(X.Wrong, match=r"^y is wrong after the replay \(rel err"):
-        nb08.capture_verdict(empty=False, h=h_ref.to(BF16), h_ref=h_ref, y=one_bad, y_ref=y_ref, tol=TOL)
+        nb08.capture_verdict(empty=False, h=h_ref.to(BF16), h_ref=h_ref, y=one_bad, y_ref=y_ref)
 
 
 # ------------------------------------------------------------------ CPU: 08.serve's verdict
 def _serve(outputs, refs, *, replays=4, stale=None, y_static=None):
     stale = torch.randn(1, 16, 64) if stale is None else stale
     y_static = torch.empty(1, 16, 64, dtype=BF16) if y_static is None else y_static
-    return nb08.serve_verdict(outputs, refs, stale_ref=stale, y_static=y_static, replays=replays, tol=TOL)
+    return nb08.serve_verdict(outputs, refs, stale_ref=stale, y_static=y_static, replays=replays)
 
 
 def test_serve_verdict_accepts_one_own_copy_per_request(refs):
@@ -121,7 +120,7 @@ def _swap(swap, *, intact=True, launched="new", fresh="new", reread="reread"):
     pick = {"new": swap["ref_new"], "old": swap["ref_old"], "reread": swap["ref_reread"],
             "nan": torch.full_like(swap["ref_new"], float("nan"))}
     return nb08.swap_verdict(old_weights_intact=intact, launched=pick[launched].to(BF16), fresh=pick[fresh].to(BF16),
-                             reread=pick[reread].to(BF16), tol=TOL, **swap)
+                             reread=pick[reread].to(BF16), **swap)
 
 
 def test_swap_verdict_accepts_a_repointed_graph(swap):
@@ -143,7 +142,30 @@ def test_swap_verdict_names_the_missing_step(swap, case, match):
         _swap(swap, **case)
 
 
-# ------------------------------------------------------------------ CPU: the notebook's cells
+def test_capture_verdict_takes_its_tolerance_from_the_outputs_dtype():
+    h_ref, y_ref = torch.randn(1, 16, 128), torch.randn(1, 16, 64)
+    y_off = y_ref * (1 + 5e-3)      # 0.5 % off: inside bf16's tolerance, outside fp16's
+    assert nb08.capture_verdict(empty=False, h=h_ref.to(BF16), h_ref=h_ref, y=y_off.to(BF16), y_ref=y_ref)
+    fp16_tol = f"{H.tolerance(torch.float16):.2g}"
+    with pytest.raises(X.Wrong, match=rf"^y is wrong after the replay \(rel err 5.0e-03, tol {fp16_tol}\)"):
+        nb08.capture_verdict(empty=False, h=h_ref.half(), h_ref=h_ref, y=y_off.half(), y_ref=y_ref)
+
+
+def test_serve_verdict_rejects_a_few_wrong_elements_the_norm_would_pass(refs):
+    one_bad = refs[1].to(BF16)
+    one_bad[0, 7, 9] += 0.4
+    assert H.rel_error(one_bad, refs[1]) < H.tolerance(BF16)
+    with pytest.raises(X.Wrong, match=r"^output 1 is wrong \(rel err"):
+        _serve([refs[0].to(BF16), one_bad] + [r.to(BF16) for r in refs[2:]], refs)
+
+
+def test_swap_verdict_rejects_a_few_wrong_elements_the_norm_would_pass(swap):
+    one_bad = swap["ref_new"].to(BF16)
+    one_bad[0, 2, 3] += 0.4
+    assert H.rel_error(one_bad, swap["ref_new"]) < H.tolerance(BF16)
+    with pytest.raises(X.Wrong, match=r"^the output is wrong \(rel err"):
+        nb08.swap_verdict(old_weights_intact=True, launched=one_bad, fresh=swap["ref_new"].to(BF16),
+                          reread=swap["ref_reread"].to(BF16), **swap)
 
 
 # ------------------------------------------------------------------ GPU: real answers through the checkers

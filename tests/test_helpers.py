@@ -427,3 +427,47 @@ def test_gpu_time_of_a_cudnn_closure_holding_the_course_handle():
     with pytest.raises(H.NotCapturable):
         H.gpu_time(lambda: graph.execute(pack, ws, handle=own), iters=2)
     cudnn.destroy_handle(own)
+
+
+def test_timing_table_builds_every_column_from_the_one_timer_of_each(monkeypatch):
+    import importlib
+
+    gpu_time = importlib.import_module("helpers.gpu_time")   # the module (H.gpu_time is its function)
+
+    def fake_benchmark(fn, **kwargs):
+        ms = fn()
+        return H.Timing(ms, 0.9 * ms, 1.2 * ms, 5)
+
+    gpu_calls = []
+
+    def fake_gpu(fn, *, label=None, **kwargs):
+        gpu_calls.append((label, kwargs))
+        return (float("nan"), "cannot capture") if label == "b" else (fn() / 2, "")
+
+    monkeypatch.setattr(gpu_time, "benchmark", fake_benchmark)
+    monkeypatch.setattr(gpu_time, "host_us", lambda fn: 7.0)
+    monkeypatch.setattr(gpu_time, "gpu_ms_or_reason", fake_gpu)
+    paths = {"a": lambda: 0.4, "b": lambda: 0.1, "c": lambda: 0.2}
+    table = H.timing_table(paths, baseline="a", gpu=["a", "b"], host=True, per=("layer", 4), iters=9,
+                           flush_l2=False, gpu_iters=11)
+    assert list(table.columns) == ["µs per call", "GPU µs", "host µs per call", "µs per layer", "speedup vs a", "spread"]
+    assert table["µs per call"].to_dict() == pytest.approx({"a": 400.0, "b": 100.0, "c": 200.0})
+    assert table.loc["a", "GPU µs"] == pytest.approx(200.0) and table["GPU µs"][["b", "c"]].isna().all()
+    assert gpu_calls == [("a", dict(iters=11, flush_l2=False)), ("b", dict(iters=11, flush_l2=False))]
+    assert table["µs per layer"]["a"] == pytest.approx(100.0) and table["speedup vs a"]["b"] == pytest.approx(4.0)
+    assert table["spread"]["c"] == pytest.approx(0.3) and (table["host µs per call"] == 7.0).all()
+    plain = H.timing_table({"x": lambda: 1.0})
+    assert list(plain.columns) == ["µs per call", "spread"]
+
+
+def test_cuda_call_returns_the_values_and_names_the_error(monkeypatch):
+    from types import SimpleNamespace
+
+    from helpers import cuda_runtime
+
+    codes = SimpleNamespace(cudaSuccess=0, cudaErrorInvalidValue=1)
+    monkeypatch.setattr(cuda_runtime, "cudart", lambda: SimpleNamespace(cudaError_t=codes))
+    assert H.cuda_call((0, "graph")) == "graph"
+    assert H.cuda_call((0, 1, 2)) == (1, 2) and H.cuda_call((0,)) == ()
+    with pytest.raises(H.CourseError, match="^CUDA runtime call failed: 1$"):
+        H.cuda_call((1,))

@@ -18,9 +18,10 @@ from types import SimpleNamespace
 
 import torch
 
+from ..checking import check, poison_
+from ..cuda_runtime import cuda_call, cudart as cuda_runtime
 from ..device import require_gpu
 from ..libcudnn import load_cudnn
-from ..checking import check, poison_, rel_error, tolerance
 from . import NotDone, Wrong, checker
 
 TOKENS, HIDDEN, WIDE = 16, 64, 128      # the two-graph MLP: x [1,16,64] -> h [1,16,128] -> y [1,16,64]
@@ -117,39 +118,43 @@ def _all_nan(t) -> bool:
     return bool(torch.isnan(t.float()).all())
 
 
-def _close(out, ref, tol) -> bool:
-    """Within ``tol`` by norm: which result a wrong output matches."""
+def _compare(out, ref, tol=None):
+    """``H.check``'s result, quietly: the relative error by norm within ``tol`` (the course's tolerance for
+    ``out``'s dtype unless given), every element within its bound, nothing NaN. ``None`` where shapes differ."""
     try:
-        return rel_error(out, ref) <= tol
+        return check("", out, ref, tol=tol, quiet=True, raise_on_fail=False)
     except ValueError:  # shapes differ
-        return False
+        return None
 
 
-def _passes(out, ref, tol) -> bool:
-    """Correct: within ``tol`` by norm, every element within ``H.check``'s element-wise bound, nothing NaN."""
-    try:
-        return check("", out, ref, tol=tol, quiet=True, raise_on_fail=False).ok
-    except ValueError:  # shapes differ
-        return False
+def _matches(out, ref, tol=None) -> bool:
+    """``out`` agrees with ``ref`` by norm and element by element: which result an output is (right or wrong)."""
+    result = _compare(out, ref, tol)
+    return result is not None and result.ok
+
+
+def _off_by(out, ref, tol=None) -> str:
+    """``rel err …, tol …`` for a Wrong message."""
+    result = _compare(out, ref, tol)
+    return f"rel err {result.rel_err:.1e}, tol {result.tol:.2g}" if result else "shapes differ"
 
 
 # ---------------------------------------------------------------- 08.capture_two
-def capture_verdict(*, empty: bool, h, h_ref, y, y_ref, tol: float) -> str:
-    """What one replay on fresh input says about a capture (h and y were poisoned before the replay)."""
+def capture_verdict(*, empty: bool, h, h_ref, y, y_ref, tol: float | None = None) -> str:
+    """What one replay on fresh input says about a capture (h and y were poisoned before the replay).
+    ``tol``: the course's tolerance for the outputs' dtype unless given."""
     if empty or (_all_nan(h) and _all_nan(y)):
         said = " (torch warned 'The CUDA Graph is empty')" if empty else ""
         raise Wrong(f"the replay wrote neither h nor y{said}: bind mlp.handle to the capture stream inside the "
                     "capture — cudnn.set_stream(mlp.handle, torch.cuda.current_stream().cuda_stream)")
-    if not _passes(h, h_ref, tol):
-        raise Wrong(f"h is wrong after the replay (rel err {rel_error(h, h_ref):.1e}, tol {tol:.2g}): mlp.up must "
-                    "read mlp.x")
+    if not _matches(h, h_ref, tol):
+        raise Wrong(f"h is wrong after the replay ({_off_by(h, h_ref, tol)}): mlp.up must read mlp.x")
     if _all_nan(y):
         raise Wrong("the replay ran mlp.up but y is still NaN: record mlp.down too, after mlp.up, in the same "
                     "capture (it reads the h that mlp.up writes)")
-    y_err = rel_error(y, y_ref)
-    if not _passes(y, y_ref, tol):
-        raise Wrong(f"y is wrong after the replay (rel err {y_err:.1e}, tol {tol:.2g})")
-    return f"correct — one CUDA graph replays both cuDNN graphs, rel err {y_err:.1e}"
+    if not _matches(y, y_ref, tol):
+        raise Wrong(f"y is wrong after the replay ({_off_by(y, y_ref, tol)})")
+    return f"correct — one CUDA graph replays both cuDNN graphs, rel err {_compare(y, y_ref, tol).rel_err:.1e}"
 
 
 @checker("08.capture_two")
@@ -176,7 +181,7 @@ def check_capture_two(capture_two):
     except RuntimeError as exc:
         raise Wrong(f"replaying the returned graph failed — was it captured? ({str(exc).splitlines()[0][:80]})")
     h_ref, y_ref = mlp_reference(mlp, x_new)
-    return capture_verdict(empty=empty, h=h, h_ref=h_ref, y=y, y_ref=y_ref, tol=tolerance(mlp.dtype))
+    return capture_verdict(empty=empty, h=h, h_ref=h_ref, y=y, y_ref=y_ref)
 
 
 # ---------------------------------------------------------------- 08.serve
@@ -198,9 +203,10 @@ def _shares_memory(a, b) -> bool:
     return a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr()
 
 
-def serve_verdict(outputs, refs, *, stale_ref, y_static, replays: int, tol: float) -> str:
+def serve_verdict(outputs, refs, *, stale_ref, y_static, replays: int, tol: float | None = None) -> str:
     """Grade ``serve``'s outputs: one own tensor per request, each equal to its request's reference.
-    ``stale_ref`` is the result for the input that sat in the static buffer before ``serve`` ran."""
+    ``stale_ref`` is the result for the input that sat in the static buffer before ``serve`` ran.
+    ``tol``: the course's tolerance for each output's dtype unless given."""
     import torch
 
     n = len(refs)
@@ -219,18 +225,18 @@ def serve_verdict(outputs, refs, *, stale_ref, y_static, replays: int, tol: floa
                     "result (clone())")
     if replays < n:
         raise Wrong(f"the captured graph was replayed {replays} time(s) for {n} requests: replay it once per request")
-    errors = [rel_error(out, ref) for out, ref in zip(outputs, refs)]
-    if all(_passes(out, ref, tol) for out, ref in zip(outputs, refs)):
-        return f"correct — {n} requests, each output its own copy, worst rel err {max(errors):.1e}"
-    if all(_close(out, stale_ref, tol) for out in outputs):
+    if all(_matches(out, ref, tol) for out, ref in zip(outputs, refs)):
+        worst = max(_compare(out, ref, tol).rel_err for out, ref in zip(outputs, refs))
+        return f"correct — {n} requests, each output its own copy, worst rel err {worst:.1e}"
+    if all(_matches(out, stale_ref, tol) for out in outputs):
         raise Wrong("every output is the result for the input that was in mlp.x before serve ran: copy each "
                     "request INTO the static buffer (mlp.x.copy_(request)) — the graph reads that memory, not a name")
-    if n > 1 and all(_close(outputs[i], refs[i - 1], tol) for i in range(1, n)):
+    if n > 1 and all(_matches(outputs[i], refs[i - 1], tol) for i in range(1, n)):
         raise Wrong("output i holds the result of request i-1: read mlp.y after the replay, not before")
-    bad = next(i for i in range(n) if not _passes(outputs[i], refs[i], tol))
+    bad = next(i for i in range(n) if not _matches(outputs[i], refs[i], tol))
     if _all_nan(outputs[bad]):
         raise Wrong(f"output {bad} is NaN (the poison in mlp.y): it was read before any replay wrote it")
-    raise Wrong(f"output {bad} is wrong (rel err {errors[bad]:.1e}, tol {tol:.2g})")
+    raise Wrong(f"output {bad} is wrong ({_off_by(outputs[bad], refs[bad], tol)})")
 
 
 @checker("08.serve")
@@ -248,57 +254,38 @@ def check_serve(serve):
     outputs = serve(mlp, recorded, [r.clone() for r in requests])
     torch.cuda.synchronize()
     return serve_verdict(outputs, refs, stale_ref=mlp_reference(mlp, x_before)[1], y_static=y_static,
-                         replays=recorded.replays, tol=tolerance(mlp.dtype))
+                         replays=recorded.replays)
 
 
 # ---------------------------------------------------------------- 08.swap_weights
 def swap_verdict(*, old_weights_intact: bool, launched, ref_new, ref_old, fresh, reread, ref_reread,
-                 tol: float) -> str:
+                 tol: float | None = None) -> str:
     """Grade a weight swap from three launches: the returned executable graph (``launched``), a new one
     instantiated from ``layer.cuda_graph`` (``fresh``), and the returned one again after new values were
-    written into ``w_new`` in place (``reread``)."""
+    written into ``w_new`` in place (``reread``). ``tol``: the course's tolerance for the outputs' dtype unless
+    given."""
     if not old_weights_intact:
         raise Wrong("the old weight buffer was overwritten: point the graph at w_new instead of copying into "
                     "the captured buffer")
     if _all_nan(launched):
         raise Wrong("launching the returned graph left layer.y unwritten (NaN): return the executable graph of "
                     "layer.cuda_graph")
-    if _close(launched, ref_old, tol) and not _close(launched, ref_new, tol):
-        if _close(fresh, ref_new, tol):
+    if _matches(launched, ref_old, tol) and not _matches(launched, ref_new, tol):
+        if _matches(fresh, ref_new, tol):
             raise Wrong("layer.cuda_graph now reads w_new, but the executable graph you returned still reads the "
                         "old weights: push the update into it with cudaGraphExecUpdate (or instantiate it again)")
         raise Wrong("the launch still reads the old weights: call layer.graph.update_cuda_graph with a pack "
                     "whose 'w' entry is w_new.data_ptr()")
-    err = rel_error(launched, ref_new)
-    if not _passes(launched, ref_new, tol):
-        raise Wrong(f"the output is wrong (rel err {err:.1e}, tol {tol:.2g})")
-    if not _passes(fresh, ref_new, tol):
+    if not _matches(launched, ref_new, tol):
+        raise Wrong(f"the output is wrong ({_off_by(launched, ref_new, tol)})")
+    if not _matches(fresh, ref_new, tol):
         raise Wrong("the launch uses w_new, but layer.cuda_graph itself was not updated: repoint it with "
                     "update_cuda_graph instead of populating a new CUDA graph")
-    if not _passes(reread, ref_reread, tol):
+    if not _matches(reread, ref_reread, tol):
         raise Wrong("the graph does not read w_new's memory: after new values were written into w_new the launch "
                     "gave a stale result — put w_new.data_ptr() itself in the pack, not a copy's")
+    err = _compare(launched, ref_new, tol).rel_err
     return f"correct — the launch reads w_new (checked again after rewriting it in place), rel err {err:.1e}"
-
-
-def _cudart():
-    try:
-        from cuda.bindings import runtime as cudart
-    except ImportError as exc:
-        from ..errors import FeatureUnavailable
-
-        raise FeatureUnavailable(f"08.swap_weights needs cuda-python (pip install cuda-python): {exc}") from None
-    return cudart
-
-
-def _cuda_ok(result):
-    """cuda.bindings returns (error, *values): the value(s); a CourseError naming the error otherwise."""
-    from ..errors import CourseError
-
-    err, *values = result
-    if err != _cudart().cudaError_t.cudaSuccess:
-        raise CourseError(f"CUDA runtime call failed in the checker: {err}")
-    return values[0] if len(values) == 1 else tuple(values)
 
 
 def make_native_layer(seed: int = 3) -> SimpleNamespace:
@@ -308,11 +295,11 @@ def make_native_layer(seed: int = 3) -> SimpleNamespace:
     cudnn = load_cudnn()
     from ..device import working_dtype
     from ..features import gate
-    from ..graphs import get_handle, workspace_for
+    from ..graphs import build, get_handle, workspace_for
     from ..recipes import matmul_bias_act
 
     gate("native_cuda_graph").require()
-    cudart = _cudart()
+    cudart = cuda_runtime()
     dtype = working_dtype()
     gen = torch.Generator(device="cuda").manual_seed(seed)
     t = dict(x=_randn(torch, gen, 1, SWAP_TOKENS, SWAP_HIDDEN, dtype=dtype),
@@ -321,17 +308,12 @@ def make_native_layer(seed: int = 3) -> SimpleNamespace:
              y=torch.empty(1, SWAP_TOKENS, SWAP_HIDDEN, device="cuda", dtype=dtype))
     handle = get_handle()
     graph, io = matmul_bias_act.graph(t, act="gelu", handle=handle)
-    graph.validate()
-    graph.build_operation_graph()
-    graph.create_execution_plans([cudnn.heur_mode.A, cudnn.heur_mode.FALLBACK])
-    graph.select_behavior_notes([cudnn.behavior_note.SUPPORTS_CUDA_GRAPH_NATIVE_API])
-    graph.check_support()
-    graph.build_plans(cudnn.build_plan_policy.HEURISTICS_CHOICE)
+    build(graph, notes=[cudnn.behavior_note.SUPPORTS_CUDA_GRAPH_NATIVE_API])   # plans that can populate a CUDA graph
     workspace = workspace_for(graph)
-    cuda_graph = _cuda_ok(cudart.cudaGraphCreate(0))
+    cuda_graph = cuda_call(cudart.cudaGraphCreate(0))
     graph.populate_cuda_graph(handle, {uid: buf.data_ptr() for uid, buf in io.pack().items()},
                               workspace.data_ptr(), int(cuda_graph))
-    graph_exec = _cuda_ok(cudart.cudaGraphInstantiate(cuda_graph, 0))
+    graph_exec = cuda_call(cudart.cudaGraphInstantiate(cuda_graph, 0))
     return SimpleNamespace(graph=graph, io=io, cuda_graph=cuda_graph, graph_exec=graph_exec, workspace=workspace,
                            handle=handle, x=t["x"], w=t["w"], b=t["b"], y=t["y"], dtype=dtype, gen=gen)
 
@@ -345,7 +327,7 @@ def _layer_reference(x, w, b):
 def _launch(cudart, torch, graph_exec, y):
     """Poison y, launch an executable graph on torch's current stream, wait; a copy of y."""
     poison_(y)
-    _cuda_ok(cudart.cudaGraphLaunch(graph_exec, torch.cuda.current_stream().cuda_stream))
+    cuda_call(cudart.cudaGraphLaunch(graph_exec, torch.cuda.current_stream().cuda_stream))
     torch.cuda.synchronize()
     return y.clone()
 
@@ -354,7 +336,7 @@ def _launch(cudart, torch, graph_exec, y):
 def check_swap_weights(swap_weights):
     require_gpu()
     layer = make_native_layer()
-    cudart = _cudart()
+    cudart = cuda_runtime()
     cuda_graph, x, w_old, b, y = layer.cuda_graph, layer.x, layer.w, layer.b, layer.y   # the answer may rebind them
     w_old_copy = w_old.clone()
     w_new = _randn(torch, layer.gen, *w_old.shape, scale=SWAP_HIDDEN ** -0.5, dtype=layer.dtype)
@@ -368,18 +350,18 @@ def check_swap_weights(swap_weights):
                     "(cudaGraphExec_t) to launch")
     try:
         launched = _launch(cudart, torch, returned, y)
-        probe = _cuda_ok(cudart.cudaGraphInstantiate(cuda_graph, 0))
+        probe = cuda_call(cudart.cudaGraphInstantiate(cuda_graph, 0))
         try:
             fresh = _launch(cudart, torch, probe, y)
         finally:
-            _cuda_ok(cudart.cudaGraphExecDestroy(probe))
+            cuda_call(cudart.cudaGraphExecDestroy(probe))
         ref_new = _layer_reference(x, w_new, b)
         w_newer = _randn(torch, layer.gen, *w_old.shape, scale=SWAP_HIDDEN ** -0.5, dtype=layer.dtype)
         w_new.copy_(w_newer)
         reread = _launch(cudart, torch, returned, y)
         return swap_verdict(old_weights_intact=bool(torch.equal(w_old, w_old_copy)), launched=launched,
                             ref_new=ref_new, ref_old=_layer_reference(x, w_old_copy, b), fresh=fresh,
-                            reread=reread, ref_reread=_layer_reference(x, w_newer, b), tol=tolerance(layer.dtype))
+                            reread=reread, ref_reread=_layer_reference(x, w_newer, b))
     finally:
         cudart.cudaGraphExecDestroy(returned)   # the answer's executable graph (the layer's, or a new one)
         cudart.cudaGraphDestroy(cuda_graph)

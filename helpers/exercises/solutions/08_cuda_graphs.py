@@ -53,8 +53,5 @@ def swap_weights(layer, w_new):
     if status == cudart.cudaError_t.cudaSuccess:
         return layer.graph_exec
     # the driver refused the in-place update: instantiate the updated graph afresh
-    cudart.cudaGraphExecDestroy(layer.graph_exec)
-    status, fresh_exec = cudart.cudaGraphInstantiate(layer.cuda_graph, 0)
-    if status != cudart.cudaError_t.cudaSuccess:
-        raise RuntimeError(f"cudaGraphInstantiate failed: {status}")
-    return fresh_exec
+    H.cuda_call(cudart.cudaGraphExecDestroy(layer.graph_exec))
+    return H.cuda_call(cudart.cudaGraphInstantiate(layer.cuda_graph, 0))   # raises, naming the error, if refused
