@@ -46,7 +46,7 @@ def heuristic_modes(names=DEFAULT_HEURISTICS) -> list:
     return [getattr(cudnn.heur_mode, m) if isinstance(m, str) else m for m in names]
 
 
-def build(graph, heuristics=None, policy=None, *, notes=None, pick=None, pin=None) -> StepTimer:
+def build(graph, heuristics=None, policy=None, *, restrict=None, notes=None, pick=None, pin=None) -> StepTimer:
     """The build steps, each timed. Returns the ``StepTimer``; ``timer.plan`` is the selected plan's index
     (``None`` when ``build_plans(policy)`` chose).
 
@@ -55,6 +55,9 @@ def build(graph, heuristics=None, policy=None, *, notes=None, pick=None, pin=Non
     steps are familiar. The options are the choices the course makes elsewhere, each in one place:
 
     - ``heuristics``: mode names or ``cudnn.heur_mode`` members (default ``DEFAULT_HEURISTICS``, A then FALLBACK);
+    - ``restrict(graph)``: a filter set after ``build_operation_graph`` and before the candidates are made
+      (``deselect_workspace_greater_than``, ``deselect_engines``, note filters: notebook 03). Set it there: on
+      frontend 1.32 a workspace limit set before ``validate()`` was not applied on an H200;
     - ``notes``: keep only candidates with these behaviour notes (e.g. ``SUPPORTS_CUDA_GRAPH_NATIVE_API``);
     - ``pick``: instead of ``check_support`` + ``build_plans``, build one candidate with ``build_plan_at_index``
       (which builds *and* selects it): ``"first"`` the first in ranked order that builds (a refusal moves on;
@@ -71,6 +74,8 @@ def build(graph, heuristics=None, policy=None, *, notes=None, pick=None, pin=Non
         graph.validate()
     with timer("build_operation_graph"):
         graph.build_operation_graph()
+    if restrict is not None:
+        restrict(graph)
     if pin is not None:
         with timer("create_execution_plan"):
             graph.create_execution_plan(*pin)

@@ -471,3 +471,23 @@ def test_cuda_call_returns_the_values_and_names_the_error(monkeypatch):
     assert H.cuda_call((0, 1, 2)) == (1, 2) and H.cuda_call((0,)) == ()
     with pytest.raises(H.CourseError, match="^CUDA runtime call failed: 1$"):
         H.cuda_call((1,))
+
+
+def test_build_calls_restrict_after_lowering_and_before_the_candidates():
+    """H.build(restrict=f) sets a plan filter where notebook 03 teaches it: after build_operation_graph, before
+    create_execution_plans (a workspace limit set before validate() was not applied on the H200)."""
+    calls = []
+
+    class Graph:
+        def __getattr__(self, name):
+            def step(*args):
+                calls.append(name)
+                if name == "get_execution_plan_count":
+                    return 2
+                if name == "build_plan_at_index" and args[0] == 0:
+                    raise RuntimeError("barred by the filter")
+            return step
+
+    timer = H.build(Graph(), heuristics=["A"], restrict=lambda g: calls.append("restrict"), pick="first")
+    assert calls[:4] == ["validate", "build_operation_graph", "restrict", "create_execution_plans"]
+    assert timer.plan == 1   # plan 0 refused: the first that builds is selected
