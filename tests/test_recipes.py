@@ -249,8 +249,12 @@ def test_cache_worker_usage_and_plan_worker_mode_errors_are_one_line(tmp_path):
 def test_run_worker_finds_helpers_whatever_pythonpath_holds_and_refuses_a_path(tmp_path):
     with pytest.raises(ValueError, match="module name"):
         H.run_worker("../evil")
-    run = H.run_worker("cache_worker", "--help", check=False, env={"PYTHONPATH": "/nonexistent"}, cwd=tmp_path,
-                       timeout=120)
+    import os
+
+    here = str(ROOT)   # the checkout taken off PYTHONPATH (other entries kept): run_worker adds helpers' own parent
+    others = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and os.path.abspath(p) != here]
+    run = H.run_worker("cache_worker", "--help", check=False, env={"PYTHONPATH": os.pathsep.join(others)},
+                       cwd=tmp_path, timeout=120)
     assert run.returncode == 0 and "cache_worker" in run.stdout, run.stderr
     assert run.result is None and run.wall_s > 0 and run.launched_at > 0   # --help prints no RESULT line
 
