@@ -63,13 +63,9 @@ def pytest_report_header(config):
 
 def unmet(features) -> str | None:
     """``'feature: reason'`` for the first feature this machine lacks, or None."""
-    from helpers.features import gate
+    from helpers.features import missing_feature
 
-    for feature in features:
-        g = gate(feature)
-        if not g.ok:
-            return f"{feature}: {g.reason}"
-    return None
+    return missing_feature(features)
 
 
 def _run_without_comparing(item, reason: str) -> None:

@@ -101,6 +101,24 @@ def feature_table():
     return pd.DataFrame(rows).set_index("key")
 
 
+def missing_feature(features, gate_fn=None) -> str | None:
+    """``'feature: reason'`` for the first of ``features`` this machine (or ``gate_fn``, a ``feature -> Gate``)
+    lacks, or None: the one rule the harness, the exercise grader and the notebook requirements share."""
+    gate_fn = gate_fn or gate
+    for feature in features:
+        g = gate_fn(feature)
+        if not g.ok:
+            return f"{feature}: {g.reason}"
+    return None
+
+
+def _requirements_unmet(requires: dict, name: str, sm_version: int, gate_fn) -> str | None:
+    min_sm = requires.get("min_sm")
+    if min_sm and sm_version < int(min_sm):
+        return f"needs sm{min_sm}+, this {name} is sm{sm_version}"
+    return missing_feature(requires.get("features", []), gate_fn)
+
+
 def notebook_requirements_met(requires: dict) -> tuple[bool, str]:
     """Evaluate a notebook's ``requires`` metadata (gpu, min_sm, features) on this machine."""
     if requires.get("gpu", True) and not has_gpu():
@@ -108,24 +126,11 @@ def notebook_requirements_met(requires: dict) -> tuple[bool, str]:
     if not has_gpu():
         return True, ""
     d = device_info()
-    min_sm = requires.get("min_sm")
-    if min_sm and d.sm_version < int(min_sm):
-        return False, f"needs sm{min_sm}+, this {d.name} is sm{d.sm_version}"
-    for feature in requires.get("features", []):
-        g = gate(feature)
-        if not g.ok:
-            return False, f"{feature}: {g.reason}"
-    return True, ""
+    why = _requirements_unmet(requires, d.name, d.sm_version, gate)
+    return why is None, why or ""
 
 
 def requirements_met_on(requires: dict, name: str, sm: tuple[int, int], backend: int) -> tuple[bool, str]:
     """``notebook_requirements_met`` for any GPU (name, compute capability) and backend: the rules alone."""
-    sm_version = 10 * sm[0] + sm[1]
-    min_sm = requires.get("min_sm")
-    if min_sm and sm_version < int(min_sm):
-        return False, f"needs sm{min_sm}+, this {name} is sm{sm_version}"
-    for feature in requires.get("features", []):
-        g = gate_for(feature, name, sm, backend)
-        if not g.ok:
-            return False, f"{feature}: {g.reason}"
-    return True, ""
+    why = _requirements_unmet(requires, name, 10 * sm[0] + sm[1], lambda f: gate_for(f, name, sm, backend))
+    return why is None, why or ""

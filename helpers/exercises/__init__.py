@@ -131,13 +131,9 @@ def needs(key: str) -> tuple:
 
 def _missing_feature(key: str) -> str | None:
     """``'feature: reason'`` for the first gate of ``key`` this machine fails, or None."""
-    from ..features import gate
+    from ..features import missing_feature
 
-    for feature in _NEEDS.get(key, ()):
-        g = gate(feature)
-        if not g.ok:
-            return f"{feature}: {g.reason}"
-    return None
+    return missing_feature(_NEEDS.get(key, ()))
 
 
 def _split(key: str) -> tuple[str, str]:
