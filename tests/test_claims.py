@@ -41,3 +41,137 @@ def test_no_notebook_quotes_a_measurement_without_saying_where_it_was_seen():
 
     bad = [str(c) for p in notebook_paths() for c in unqualified(notebook_claims(p))]
     assert not bad, "\n".join(bad)
+
+
+# ---- bars quoted in prose against the bars the code prints (issue 25) ----------------------------------------
+
+def _notebook(markdown: str, printed: str, between: list[str] = ()):
+    """A synthetic notebook: one markdown cell (id "md1"), optional code cells, and a code cell (id "code1") that
+    printed ``printed``."""
+    from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
+
+    cells = [new_markdown_cell(markdown, id="md1")]
+    cells += [new_code_cell("pass", id=f"gap{i}") for i, _ in enumerate(between)]
+    cells.append(new_code_cell("print(...)", id="code1", outputs=[new_output("stream", name="stdout", text=printed)]))
+    return new_notebook(cells=cells)
+
+
+BAR_CODE = ("bar: cuDNN replay >= 5x faster than the eager cuDNN loop: 6.78x -> met\n"
+            "  small: eager ÷ fused, GPU time   1.62x  (bar 1.3x: met)\n"
+            "forward at S=8192: 629 TFLOP/s = 80% of the measured peak  (bar 600: met)\n"
+            "bar: fused, % of measured peak   82.68% (at least 75%): met\n"
+            "bar, S=4096: FP8 vs bf16 = 1.46x (target ≥ 1.3x): met\n"
+            "worst plan: plan 31, ≥ 120.888 ms (≥ 1468x the best)\n")          # not a bar line: no bar, target, met
+
+
+def test_printed_bars_are_read_in_every_form_the_notebooks_print():
+    from tools.claims import printed_bars
+
+    bars = [b.shown for b in printed_bars(_notebook("", BAR_CODE), "08")]
+    assert bars == ["5×", "1.3×", "600 TFLOP/s", "75%", "1.3×"]     # "(bar 600: met)" takes the line's TFLOP/s
+
+
+def test_a_prose_bar_is_a_number_after_a_cue_or_before_bar_not_any_number_in_the_sentence():
+    from tools.claims import prose_bars
+
+    text = ("The bar sits on attention, whose cold build took 0.3–0.9 s across H200 runs. Fused at least 2× faster, "
+            "at least 75 % of peak and at least 600 TFLOP/s; it needs cuDNN ≥ 9.5 at S ≥ 4k.\n\n"
+            "Against the course's 5× bar, which this run met or missed.")
+    assert [b.shown for b in prose_bars(_notebook(text, ""))] == ["2×", "75%", "600 TFLOP/s", "5×"]
+
+
+def test_a_prose_bar_the_code_does_not_print_fails_with_one_line_naming_it():
+    from tools.claims import bar_mismatches
+
+    right = "Across H200 runs it ranged from under 5× to over 12× against the course's 5× bar."
+    assert bar_mismatches(_notebook(right, BAR_CODE), "08") == []
+    wrong = right.replace("5× bar", "50× bar")
+    problems = bar_mismatches(_notebook(wrong, BAR_CODE), "08")
+    assert len(problems) == 1 and "\n" not in problems[0]
+    assert problems[0].startswith("08 md1: prose bar 50× is not a bar the code prints "
+                                  "(printed: 5×, 1.3×, 600 TFLOP/s, 75%)")
+
+
+def test_bar_units_compare_by_family_x_and_times_are_one_unit():
+    from tools.claims import bar_mismatches
+
+    code = "bar: reload at least 20x faster -> met\nbar: step <= 2 ms -> met\n"
+    assert bar_mismatches(_notebook("The bars: at least 20× faster, and a step ≤ 2000 µs.", code), "06") == []
+    assert bar_mismatches(_notebook("The bar: at least 20 % faster.", code), "06")     # % is not ×
+    assert bar_mismatches(_notebook("The bar: a step ≤ 20 ms.", code), "06")           # 20 ms is not 2 ms
+
+
+def test_every_bar_the_prose_quotes_is_a_bar_its_notebook_prints():
+    from tools.claims import bar_mismatches, prose_bars, _notebook as read
+
+    assert sum(len(prose_bars(*read(p))) for p in notebook_paths()) >= 10       # 02, 04, 05, 07, 08 quote bars
+    bad = [line for p in notebook_paths() for line in bar_mismatches(p)]
+    assert not bad, "\n".join(bad)
+
+
+# ---- comparatives and the printed verdicts that back them (issue 25) ------------------------------------------
+
+def test_comparatives_are_found_with_their_sentence_notebook_and_cell():
+    from tools.claims import comparatives
+
+    text = ("Fused is faster than eager. Decode is bandwidth-bound: judge it in GB/s. AMAX costs almost "
+            "nothing fused. The `faster` in code is not prose.")
+    found = [(e.notebook, e.cell, e.word, e.sentence) for e in comparatives(_notebook(text, ""), "04", reviewed={})]
+    assert found == [("04", "md1", "faster", "Fused is faster than eager."),
+                     ("04", "md1", "bandwidth-bound", "Decode is bandwidth-bound: judge it in GB/s."),
+                     ("04", "md1", "almost nothing", "AMAX costs almost nothing fused.")]
+
+
+def test_a_comparative_is_backed_by_a_printed_line_with_its_word_or_for_speed_a_verdict_nearby():
+    from tools.claims import comparatives, unbacked
+
+    text = "Fused is faster than eager. Decode is bandwidth-bound. AMAX is negligible."
+    verdict = _notebook(text, "bar: fused vs eager 2.1x (at least 2x): met\ndecode: bandwidth-bound (3.1 TB/s)\n")
+    words = {e.word: e.backed_by for e in comparatives(verdict, "04", reviewed={})}
+    assert words["faster"].startswith("cell code1: bar: fused vs eager")          # a met verdict backs a speed word
+    assert words["bandwidth-bound"] == "cell code1: decode: bandwidth-bound (3.1 TB/s)"   # the same word backs it
+    assert words["negligible"] == ""                                                # a verdict does not back it
+    assert [e.word for e in unbacked(comparatives(verdict, "04", reviewed={}))] == ["negligible"]
+    # a verdict printed too far away (more than three code cells on) backs nothing
+    far = _notebook(text, "met\n", between=["", "", ""])
+    assert [e.word for e in unbacked(comparatives(far, "04", reviewed={}))] == ["faster", "bandwidth-bound",
+                                                                                 "negligible"]
+
+
+def test_a_reviewed_reason_is_shown_next_to_its_entry_and_a_stale_one_is_named():
+    from tools.claims import comparatives, stale_reviews, unbacked
+
+    reviewed = {("04", "md1", "negligible"): "one max per tile against a GEMM's K-loop on any GPU",
+                ("04", "md9", "faster"): "the cell is gone"}
+    entries = comparatives(_notebook("AMAX is negligible.", ""), "04", reviewed=reviewed)
+    (entry,) = unbacked(entries)
+    assert entry.reason == reviewed[("04", "md1", "negligible")]
+    assert str(entry).endswith("[reviewed: one max per tile against a GEMM's K-loop on any GPU]")
+    assert stale_reviews(entries, reviewed) == [("04", "md9", "faster")]
+
+
+def test_the_reviewed_reasons_match_comparatives_in_the_notebooks():
+    from tools.claims import comparatives, reviewed_reasons, stale_reviews
+
+    reviewed = reviewed_reasons()
+    entries = [e for p in notebook_paths() for e in comparatives(p, reviewed=reviewed)]
+    assert all(isinstance(r, str) and r.strip() for r in reviewed.values())
+    assert stale_reviews(entries, reviewed) == []
+
+
+def test_the_comparatives_command_runs_on_the_notebooks_and_prints_a_count_line(capsys):
+    import re
+    from tools.claims import main
+
+    assert main(["--comparatives"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert re.fullmatch(r"\d+ unbacked comparatives .* of \d+ in the markdown of 8 notebooks; per notebook: "
+                        r"01 \d+, 02 \d+, 03 \d+, 04 \d+, 05 \d+, 06 \d+, 07 \d+, 08 \d+", lines[-1])
+    assert all(line.startswith(("? ", "  ", "stale review")) for line in lines[:-1])
+
+
+def test_the_bars_command_checks_the_notebooks(capsys):
+    from tools.claims import main
+
+    assert main(["--bars"]) == 0
+    assert capsys.readouterr().out.splitlines()[-1].endswith(", 0 not")

@@ -1,10 +1,22 @@
 """Numbers the notebooks' prose states: every measured-looking number in a markdown cell, with its sentence.
 
-    python -m tools.claims            # one line per claim: notebook, cell, number, sentence
+    python -m tools.claims                 # one line per claim: notebook, cell, number, sentence
+    python -m tools.claims --bars          # every bar the prose quotes, against the bars the code prints
+    python -m tools.claims --comparatives  # comparative words no printed verdict backs, one per line
 
 Prose may quote a measurement only as a range seen on a named GPU ("0.08–0.10 ms across H200 runs") or as a
 target ("at least 2×"); the stored run's own numbers belong in printed outputs. This inventory is where a
 review of those claims starts (issue 14's claim table).
+
+Two further checks (issue 25):
+
+* **Bars.** A bar the prose quotes ("at least 2× faster", "the course's 50× bar") must be a bar the notebook's
+  code prints in its stored outputs ("(at least 2×): met", "(bar 1.5x: NOT met)", ">= 10x faster -> met",
+  "(target ≥ 1.3x)"), same value, same unit family (× and x are one unit; ms, µs and s are one family, as are
+  GB/s and TB/s). See ``prose_bars``, ``printed_bars`` and ``bar_mismatches``.
+* **Comparatives.** Conclusion words in the prose ("faster", "negligible", "within noise", ...) are listed with
+  their sentence; an entry is *backed* when a nearby code cell prints a verdict about it (rule: ``backing``).
+  A reviewer's reason that an unbacked entry holds on every run goes in ``tools/claims_reviewed.py``.
 """
 from __future__ import annotations
 
@@ -70,10 +82,242 @@ def unqualified(claims: list[Claim]) -> list[Claim]:
     return [c for c in claims if not c.qualified]
 
 
+# ---- bars: what the prose quotes against what the code prints ------------------------------------------------
+
+BAR_NUMBER = r"(?<![\w.])(?P<value>\d+(?:\.\d+)?)"
+BAR_UNIT = r"TFLOP/s|GB/s|TB/s|ms|µs|us|s\b|%|×|x\b(?!\s?\d)"
+# a bar is a number right after a cue ("at least 2×", "≥ 1.3x", "bar 1.5x", "target 5 ms"), or right before "bar"
+# ("the course's 50× bar"); a number elsewhere in the sentence ("whose cold build took 0.3–0.9 s") is not one
+BAR_CUE = r"(?:at least|no less than|not less than|≥|>=|≤|<=|\btarget(?:\s+(?:of|is))?:?|\bbars?(?:\s+(?:of|is|at))?:?)\s*"
+PROSE_BAR = re.compile(rf"{BAR_CUE}{BAR_NUMBER}\s?(?P<unit>{BAR_UNIT})|{BAR_NUMBER.replace('value', 'value2')}"
+                       rf"\s?(?P<unit2>{BAR_UNIT})\s+bars?\b", re.I)
+# printed: the unit may be left out ("(bar 600: met)"): the line's first measured number gives it
+PRINTED_BAR = re.compile(rf"{BAR_CUE}{BAR_NUMBER}\s?(?P<unit>{BAR_UNIT})?", re.I)
+BAR_LINE = re.compile(r"\bbar\b|\btarget\b|\bmet\b", re.I)       # an output line that states a bar or its verdict
+MEASURED = re.compile(rf"{BAR_NUMBER}\s?(?P<unit>{BAR_UNIT})")
+# unit -> (family, factor to the family's base): × and x are one unit; times and bandwidths compare across scales
+UNITS = {"×": ("×", 1.0), "x": ("×", 1.0), "%": ("%", 1.0), "TFLOP/s": ("TFLOP/s", 1.0),
+         "GB/s": ("B/s", 1e9), "TB/s": ("B/s", 1e12), "s": ("s", 1.0), "ms": ("s", 1e-3), "µs": ("s", 1e-6),
+         "us": ("s", 1e-6), "": ("", 1.0)}
+
+
+@dataclass(frozen=True)
+class Bar:
+    notebook: str
+    cell: str
+    value: str
+    unit: str
+    text: str          # the prose sentence, or the printed line
+
+    @property
+    def key(self) -> tuple[str, float]:
+        family, factor = UNITS[self.unit if self.unit in UNITS else self.unit.lower()]
+        return family, round(float(self.value) * factor, 12)
+
+    @property
+    def shown(self) -> str:
+        unit = "×" if self.unit.lower() == "x" else self.unit
+        return f"{self.value}{unit}" if unit in ("×", "%", "") else f"{self.value} {unit}"
+
+
+def _prose(text: str) -> str:
+    return re.sub(r"`[^`]*`", "`…`", text)
+
+
+def _sentences(prose: str) -> list[str]:
+    return [" ".join(s.split()) for s in SENTENCE_END.split(prose)]
+
+
+def _cell_id(cell) -> str:
+    return cell.get("id", "")
+
+
+def _notebook(nb_or_path):
+    if isinstance(nb_or_path, (str, Path)):
+        import nbformat
+
+        return nbformat.read(nb_or_path, as_version=4), Path(nb_or_path).name[:2]
+    return nb_or_path, ""
+
+
+def output_lines(cell) -> list[str]:
+    """The lines a code cell printed: its streams and its text/plain results (what a reader sees)."""
+    lines = []
+    for out in cell.get("outputs", []):
+        texts = [out.get("text", "")] + [out.get("data", {}).get("text/plain", "")]
+        for text in texts:
+            lines += ("".join(text) if isinstance(text, list) else text).splitlines()
+    return lines
+
+
+def prose_bars(nb, name: str = "") -> list[Bar]:
+    """Every bar a markdown cell quotes: a number with a unit right after "at least"/"≥"/"target"/"bar", or
+    right before "bar"."""
+    found = []
+    for cell in nb.cells:
+        if cell.cell_type != "markdown":
+            continue
+        for sentence in _sentences(_prose(cell.source)):
+            for m in PROSE_BAR.finditer(sentence):
+                value, unit = (m["value"], m["unit"]) if m["value"] else (m["value2"], m["unit2"])
+                found.append(Bar(name, _cell_id(cell), value, unit, sentence[:220]))
+    return found
+
+
+def printed_bars(nb, name: str = "") -> list[Bar]:
+    """Every bar the code prints in its stored outputs, on lines that state a bar or a verdict ("bar", "target",
+    "met"): "(at least 2×): met", "(bar 1.5x: NOT met)", ">= 10x faster -> met", "(target ≥ 1.3x)". A bar printed
+    without its unit ("(bar 600: met)") takes the unit of the line's first measured number."""
+    found = []
+    for cell in nb.cells:
+        if cell.cell_type != "code":
+            continue
+        for line in output_lines(cell):
+            if not BAR_LINE.search(line):
+                continue
+            for m in PRINTED_BAR.finditer(line):
+                unit = m["unit"] or ""
+                if not unit:
+                    first = MEASURED.search(line)
+                    unit = first["unit"] if first else ""
+                found.append(Bar(name, _cell_id(cell), m["value"], unit, line.strip()[:220]))
+    return found
+
+
+def bar_mismatches(nb_or_path, name: str = "") -> list[str]:
+    """One line for every bar the prose quotes that no printed bar of the same notebook equals (value and unit
+    family), naming the notebook, the cell, the prose value and the bars the code prints."""
+    nb, from_path = _notebook(nb_or_path)
+    name = name or from_path
+    printed = printed_bars(nb, name)
+    keys = {b.key for b in printed}
+    shown = ", ".join(dict.fromkeys(b.shown for b in printed)) or "none"
+    return [f"{name} {b.cell}: prose bar {b.shown} is not a bar the code prints (printed: {shown}) | {b.text}"
+            for b in prose_bars(nb, name) if b.key not in keys]
+
+
+# ---- comparatives: conclusion words, and whether a printed verdict backs them ----------------------------------
+
+COMPARATIVE_WORDS = ("faster", "slower", "ahead", "behind", "tie", "wins", "loses", "beats", "almost nothing",
+                     "costs nothing", "gains less", "bandwidth-bound", "compute-bound", "negligible", "within noise")
+# words about which path is quicker: a verdict line (met / NOT met / ahead / behind / tie) backs them
+SPEED_WORDS = {"faster", "slower", "ahead", "behind", "tie", "wins", "loses", "beats"}
+
+
+def _word_pattern(word: str) -> re.Pattern:
+    return re.compile(r"(?<![\w-])" + r"[-\s]+".join(map(re.escape, re.split(r"[-\s]", word))) + r"(?![\w-])", re.I)
+
+
+WORD_PATTERNS = {w: _word_pattern(w) for w in COMPARATIVE_WORDS}
+VERDICT = re.compile(r"\bmet\b|\bahead\b|\bbehind\b|\btie\b", re.I)
+# The backing rule: the code cells nearest to the markdown cell (the one before, whose output prose often reads,
+# "the lines above", and the next three, whose outputs it announces) print a line that contains the same word,
+# or, for a speed word, a verdict (met / NOT met / ahead / behind / tie).
+BACK_BEFORE, BACK_AFTER = 1, 3
+
+
+@dataclass(frozen=True)
+class Comparative:
+    notebook: str
+    cell: str
+    word: str
+    sentence: str
+    backed_by: str = ""    # "cell <id>: <the printed line>" where an output backs it
+    reason: str = ""       # a reviewer's reason that it holds on every run (tools/claims_reviewed.py)
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        return self.notebook, self.cell, self.word
+
+    def __str__(self) -> str:
+        line = f"{self.notebook} {self.cell}  {self.word}  | {self.sentence}"
+        if self.backed_by:
+            line += f"  [backed: {self.backed_by}]"
+        if self.reason:
+            line += f"  [reviewed: {self.reason}]"
+        return line
+
+
+def backing(cells, index: int, word: str) -> str:
+    """Where the outputs near markdown cell ``index`` back ``word`` ("cell <id>: <line>"), or "" (rule above)."""
+    code = [i for i, c in enumerate(cells) if c.cell_type == "code"]
+    before = [i for i in code if i < index][-BACK_BEFORE:] if BACK_BEFORE else []
+    after = [i for i in code if i > index][:BACK_AFTER]
+    for i in after + before[::-1]:
+        for line in output_lines(cells[i]):
+            if WORD_PATTERNS[word].search(line) or (word in SPEED_WORDS and VERDICT.search(line)):
+                return f"cell {_cell_id(cells[i])}: {line.strip()[:120]}"
+    return ""
+
+
+def reviewed_reasons() -> dict[tuple[str, str, str], str]:
+    """A reviewer's reasons, (notebook, cell id, word) -> why the entry holds on every run."""
+    from .claims_reviewed import REVIEWED
+
+    return dict(REVIEWED)
+
+
+def comparatives(nb_or_path, name: str = "", reviewed: dict | None = None) -> list[Comparative]:
+    """Every comparative or conclusion word in the markdown, with its sentence, its backing and any reviewed
+    reason (``reviewed`` defaults to ``tools/claims_reviewed.py``)."""
+    nb, from_path = _notebook(nb_or_path)
+    name = name or from_path
+    reviewed = reviewed_reasons() if reviewed is None else reviewed
+    found = []
+    for index, cell in enumerate(nb.cells):
+        if cell.cell_type != "markdown":
+            continue
+        for sentence in _sentences(_prose(cell.source)):
+            for word, pattern in WORD_PATTERNS.items():
+                for _ in pattern.finditer(sentence):
+                    found.append(Comparative(name, _cell_id(cell), word, sentence[:220], backing(nb.cells, index, word),
+                                             reviewed.get((name, _cell_id(cell), word), "")))
+    return found
+
+
+def unbacked(entries: list[Comparative]) -> list[Comparative]:
+    """Entries no printed verdict backs (a reviewed reason is shown with them, it does not back them)."""
+    return [e for e in entries if not e.backed_by]
+
+
+def stale_reviews(entries: list[Comparative], reviewed: dict) -> list[tuple[str, str, str]]:
+    """Reviewed keys that match no entry any more (the prose or the cell changed): review them again."""
+    keys = {e.key for e in entries}
+    return [k for k in reviewed if k not in keys]
+
+
 def main(argv=None) -> int:
     from .notebooks import notebook_paths
 
-    paths = [Path(p) for p in (argv or sys.argv[1:])] or notebook_paths()
+    args = list(sys.argv[1:] if argv is None else argv)
+    mode = next((a for a in args if a in ("--bars", "--comparatives")), "")
+    paths = [Path(p) for p in args if not p.startswith("--")] or notebook_paths()
+    if mode == "--bars":
+        checked = bad = 0
+        for path in paths:
+            checked += len(prose_bars(*_notebook(path)))
+            for line in bar_mismatches(path):
+                print(line)
+                bad += 1
+        print(f"{checked} bars quoted in the prose of {len(paths)} notebooks, {checked - bad} equal to a bar the code "
+              f"prints, {bad} not")
+        return 1 if bad else 0
+    if mode == "--comparatives":
+        reviewed = reviewed_reasons()
+        entries = [e for path in paths for e in comparatives(path, reviewed=reviewed)]
+        open_ = unbacked(entries)
+        for entry in open_:
+            print(("  " if entry.reason else "? ") + str(entry))
+        for key in stale_reviews(entries, reviewed):
+            print(f"stale review {key}: no such comparative any more")
+        per = {p.name[:2]: 0 for p in paths}
+        for entry in open_:
+            per[entry.notebook] += 0 if entry.reason else 1
+        reasons = sum(1 for e in open_ if e.reason)
+        print(f"{len(open_) - reasons} unbacked comparatives ('?'; {reasons} more with a reviewer's reason) of "
+              f"{len(entries)} in the markdown of {len(paths)} notebooks; per notebook: "
+              + ", ".join(f"{k} {v}" for k, v in per.items()))
+        return 0
     total = 0
     for path in paths:
         for claim in notebook_claims(path):
