@@ -192,7 +192,7 @@ def main(argv=None) -> int:
         if args.branch is None:
             parser.error("give a folder (make student OUT=handout) or --branch NAME (make handout-branch)")
         try:
-            commit, new = write_branch(args.branch)
+            commit, new = write_branch(args.branch, ROOT)
         except HandoutError as e:
             print(f"hand-out branch not written: {e}", file=sys.stderr)
             return 2
