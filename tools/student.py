@@ -109,8 +109,8 @@ class HandoutError(Exception):
     """Why the hand-out branch was not written (one line)."""
 
 
-def _git(root: Path, *args, env=None) -> str:
-    run = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, env=env)
+def _git(root: Path, *args) -> str:
+    run = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True)
     if run.returncode != 0:
         raise HandoutError(f"git {' '.join(args[:2])} failed: {(run.stderr.strip().splitlines() or ['?'])[-1]}")
     return run.stdout.strip()
