@@ -4,6 +4,7 @@
 # make wheelhouse PY=3.12 — download every wheel for an offline (air-gapped) GPU runner
 # make fork REPO=OWNER/NAME — point the Colab badges, setup cells and pyproject.toml at your fork
 # make student OUT=handout — the notebooks for learners: outputs cleared, solution cells left out
+# make handout-branch [BRANCH=student] — commit that hand-out onto a branch Colab opens (prints the git push)
 #
 # Settings a venv is built with (recorded in $(VENV)/.installed, see below):
 #   TORCH=spec      the torch requirement installed first; CI pins the CPU build (TORCH=torch==2.13.0)
@@ -72,7 +73,7 @@ TORCH_FROM := $(if $(and $(filter 1,$(CPU)),$(if $(OFFLINE),,1)),--index-url $(C
 CUDA_ON_CPU := $(and $(filter 000,$(NVIDIA_DRIVER)$(call flag,$(SYSTEM_TORCH))$(call flag,$(CPU))),$(filter $(TORCH_DEFAULT),$(TORCH)),$(if $(OFFLINE),,1))
 NOTICE := No NVIDIA driver found, and the default torch is the CUDA build (a 4.3 GB venv; the CPU build's is 2 GB): for the CPU build press Ctrl-C and run 'make $(firstword $(GOALS)) CPU=1', or give TORCH=torch==X for a CPU wheel you have.
 
-.PHONY: run test lab wheelhouse fork student clean
+.PHONY: run test lab wheelhouse fork student handout-branch clean
 
 $(STAMP): requirements.txt requirements-test.txt pyproject.toml
 ifneq ($(CUDA_ON_CPU),)
@@ -120,9 +121,14 @@ fork: $(STAMP)
 	@test -n "$(REPO)" || { echo "usage: make fork REPO=OWNER/NAME"; exit 2; }
 	$(BIN)/python -m tools.notebooks set-repo $(REPO)
 
+# The hand-out's badges open BRANCH and its setup cells clone it: publish it with handout-branch.
 OUT ?= handout
+BRANCH ?= student
 student: $(STAMP)
-	$(BIN)/python -m tools.student $(OUT)
+	$(BIN)/python -m tools.student $(OUT) --branch $(BRANCH)
+
+handout-branch: $(STAMP)
+	$(BIN)/python -m tools.student --branch $(BRANCH)
 
 clean:
 	rm -rf $(VENV)

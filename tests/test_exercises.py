@@ -211,7 +211,7 @@ def test_the_course_student_version_is_clean(tmp_path):
 def test_make_student_writes_into_the_folder_it_is_given():
     out = subprocess.run(["make", "-n", "student", "OUT=/tmp/handout-x", "SYSTEM_TORCH=0"], cwd=ROOT,
                          capture_output=True, text=True, timeout=60)
-    assert out.returncode == 0 and "-m tools.student /tmp/handout-x" in out.stdout
+    assert out.returncode == 0 and "-m tools.student /tmp/handout-x --branch student" in out.stdout
 
 
 def test_grade_solution_raises_when_the_checker_rejects_the_reference(demo, monkeypatch, capsys):

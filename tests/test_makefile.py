@@ -20,7 +20,7 @@ NOTICE = "No NVIDIA driver found"
 CPU_INDEX = "--index-url https://download.pytorch.org/whl/cpu"
 # Variables a caller's environment could hand to make: a test names what it means and nothing else.
 MAKE_VARS = ("MAKEFLAGS", "MFLAGS", "MAKEOVERRIDES", "MAKELEVEL", "TORCH", "CPU", "LEAN", "SYSTEM_TORCH",
-             "NVIDIA_DRIVER", "VENV", "WHEELHOUSE", "PYTEST_ARGS", "USER_ID", "PYTHON")
+             "NVIDIA_DRIVER", "VENV", "WHEELHOUSE", "PYTEST_ARGS", "USER_ID", "PYTHON", "OUT", "BRANCH", "REPO")
 
 
 def make(*args, path=None):
@@ -229,6 +229,17 @@ def test_a_fresh_venv_or_make_clean_first_does_not_stop(tmp_path):
     assert run.returncode == 0 and f"rm -rf {venv}" in run.stdout
     # targets that do not care about torch's build use the venv as it is
     assert make("-n", "student", f"VENV={venv}", "TORCH=torch>=2.4").returncode == 0
+
+
+# ------------------------------------------------------------------ the hand-out
+@pytest.mark.parametrize("args, branch", [((), "student"), (("BRANCH=workshop",), "workshop")])
+def test_handout_branch_writes_the_branch_and_student_points_its_copies_at_it(tmp_path, args, branch):
+    venv = fake_venv(tmp_path, SYSTEM_TORCH="0")
+    run = make("-n", "handout-branch", f"VENV={venv}", *args)
+    assert run.returncode == 0, run.stderr
+    assert lines(run.stdout) == [f"{venv}/bin/python -m tools.student --branch {branch}"]
+    run = make("-n", "student", f"VENV={venv}", "OUT=/tmp/handout-x", *args)
+    assert lines(run.stdout) == [f"{venv}/bin/python -m tools.student /tmp/handout-x --branch {branch}"]
 
 
 # ------------------------------------------------------------------ lab, test arguments, the workflow

@@ -10,6 +10,7 @@ from tools import notebooks as N
 from tools import fork as FK
 from tools import hygiene as HY
 from tools import results_csv as RC
+from tools import student as ST
 from tools.notebooks import META_KEY, code_hash, requires, stamp
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -138,6 +139,24 @@ def test_badges_clone_urls_and_pyproject_name_one_repository():
     others = [m for m in mentions if m[2] != SLUG]
     assert not others, f"not {SLUG}: {others} (`make fork REPO=OWNER/NAME` rewrites them all)"
     readme_badges = {what.removeprefix("badge for ") for f, what, _ in mentions if f == "README.md"}
-    assert readme_badges == {f"notebooks/{p.name}" for p in NOTEBOOKS}, "one Open-in-Colab badge per notebook row"
+    assert readme_badges == {f"notebooks/{p.name}" for p in NOTEBOOKS} | {
+        f"notebooks/{p.name} on {ST.HANDOUT_BRANCH}" for p in NOTEBOOKS}, \
+        "one Open-in-Colab badge per notebook row, and one hand-out badge per notebook (README, Exercises)"
     clones = {f for f, what, _ in mentions if what == "setup cell clone URL"}
     assert clones == {p.name for p in NOTEBOOKS}, "every setup cell clones the course"
+
+
+def test_the_full_notebooks_open_and_clone_main_and_the_readme_hands_out_the_student_branch():
+    """The stored notebooks (answers included) open main and clone the default branch; the README's hand-out
+    table opens the branch `make handout-branch` writes, one badge per notebook, in the Exercises section."""
+    for path in NOTEBOOKS:
+        nb = nbformat.read(path, as_version=4)
+        assert {branch for cell in nb.cells for _, branch, _ in FK.colab_badges(cell.source)} == {FK.MAIN}, path.name
+        setup = next(c.source for c in nb.cells if "setup" in c.metadata.get("tags", []))
+        assert FK.cloned_branch(setup) is None, f"{path.name}: the full notebook clones the default branch"
+    readme = (ROOT / "README.md").read_text()
+    exercises = readme[readme.index("## Exercises"):readme.index("\n## ", readme.index("## Exercises") + 1)]
+    handout = [(path, branch) for _, branch, path in FK.colab_badges(exercises)]
+    assert handout == [(f"notebooks/{p.name}", ST.HANDOUT_BRANCH) for p in NOTEBOOKS]
+    assert "hand-out (no answers)" in exercises and "make handout-branch" in exercises
+    assert f"git push origin {ST.HANDOUT_BRANCH}" in exercises

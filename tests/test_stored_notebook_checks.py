@@ -17,6 +17,8 @@ from tools import fork as FK
 from tools import hygiene as HY
 from tools import results_csv as RC
 
+from tests.support import colab_setup_cell
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -170,6 +172,8 @@ def test_set_repo_repoints_every_badge_clone_url_and_pyproject_without_staling_s
     mentions = FK.repo_mentions(root)
     assert {slug for *_, slug in mentions} == {"someone/my-fork"}
     assert sum(1 for f, what, _ in mentions if what == "setup cell clone URL") == len(hashes)
+    handout = [b for b in FK.colab_badges((root / "README.md").read_text()) if b[1] != FK.MAIN]
+    assert len(handout) == len(hashes) and {slug for slug, *_ in handout} == {"someone/my-fork"}
     assert all(N.code_hash(nbformat.read(p, as_version=4)) == hashes[p.name] for p in N.notebook_paths(root / "notebooks"))
 
 
@@ -189,28 +193,7 @@ def test_colab_branch_clones_the_course_and_imports_helpers_from_the_clone(tmp_p
         pytest.skip("needs git and a git checkout with at least one commit")
     nb = nbformat.read(N.notebook_paths()[0], as_version=4)
     setup = next(c.source for c in nb.cells if "setup" in c.metadata.get("tags", []))
-    head = setup[: setup.index("import helpers as H")] + "import helpers as H\n"
     course = tmp_path / "content" / "cudnn-frontend-course"
-    url = f"https://github.com/{FK.repository()}"
-    assert url in head and 'pathlib.Path("/content/cudnn-frontend-course")' in head
-    head = head.replace(url, ROOT.as_uri()).replace('"/content/cudnn-frontend-course"', repr(str(course)))
-    driver = (
-        "import subprocess, sys, types\n"
-        "sys.modules['google.colab'] = types.ModuleType('google.colab')\n"
-        "real_run, pip_calls = subprocess.run, []\n"
-        "def run(cmd, *args, **kwargs):\n"
-        "    if list(cmd[1:3]) == ['-m', 'pip']:\n"
-        "        pip_calls.append(cmd)\n"
-        "        return subprocess.CompletedProcess(cmd, 0)\n"
-        "    return real_run(cmd, *args, **kwargs)\n"
-        "subprocess.run = run\n"
-        f"exec(compile({head!r}, 'setup-cell', 'exec'))\n"
-        "print(H.__file__)\n"
-        "print(pip_calls[0][-1] if pip_calls else 'no pip call')\n")
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "MPLBACKEND")}  # a fresh Colab process
-    run = subprocess.run([sys.executable, "-c", driver], cwd=tmp_path, env=env, capture_output=True, text=True,
-                         timeout=300)
-    assert run.returncode == 0, run.stderr[-2000:]
-    helpers_file, installed = run.stdout.strip().splitlines()[-2:]
+    helpers_file, installed = colab_setup_cell(setup, ROOT.as_uri(), course, tmp_path)
     assert Path(helpers_file).resolve().is_relative_to(course.resolve()), helpers_file
     assert Path(installed).resolve() == course.resolve() and (course / "pyproject.toml").exists()
