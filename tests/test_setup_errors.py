@@ -64,13 +64,18 @@ def test_a_broken_libcudnn_on_ld_library_path_is_one_line_naming_the_file(fresh,
     assert isinstance(err.value, CudnnNotFoundError), "code that catches CudnnNotFoundError still catches it"
 
 
-def test_a_broken_file_the_frontend_finds_itself_is_one_line(fresh, monkeypatch, tmp_path):
-    """The frontend's own search (LD_LIBRARY_PATH first) raises ctypes' OSError inside ``import cudnn``."""
+def frontend_that_runs(monkeypatch, tmp_path, body: str) -> None:
+    """A ``cudnn`` package whose ``__init__`` is ``body``, first on sys.path; no libcudnn candidates."""
     package = tmp_path / "site" / "cudnn"
     package.mkdir(parents=True)
-    (package / "__init__.py").write_text('raise OSError("/opt/old/lib/libcudnn.so.9: invalid ELF header")\n')
+    (package / "__init__.py").write_text(body)
     monkeypatch.syspath_prepend(str(tmp_path / "site"))
     monkeypatch.setattr(libcudnn, "candidates", lambda: [])
+
+
+def test_a_broken_file_the_frontend_finds_itself_is_one_line(fresh, monkeypatch, tmp_path):
+    """The frontend's own search (LD_LIBRARY_PATH first) raises ctypes' OSError inside ``import cudnn``."""
+    frontend_that_runs(monkeypatch, tmp_path, 'raise OSError("/opt/old/lib/libcudnn.so.9: invalid ELF header")\n')
     with pytest.raises(CudnnLoadError) as err:
         libcudnn.load_cudnn()
     assert_one_line(err.value)
@@ -119,11 +124,7 @@ def test_no_frontend_is_one_line(fresh, monkeypatch):
 
 
 def test_a_frontend_that_cannot_be_imported_is_one_line(fresh, monkeypatch, tmp_path):
-    package = tmp_path / "site" / "cudnn"
-    package.mkdir(parents=True)
-    (package / "__init__.py").write_text("import tvm_ffi_not_installed_here\n")
-    monkeypatch.syspath_prepend(str(tmp_path / "site"))
-    monkeypatch.setattr(libcudnn, "candidates", lambda: [])
+    frontend_that_runs(monkeypatch, tmp_path, "import tvm_ffi_not_installed_here\n")
     with pytest.raises(CudnnNotFoundError) as err:
         libcudnn.load_cudnn()
     assert_one_line(err.value)
