@@ -27,7 +27,7 @@ from .profiling import kernel_times, kernels_launched, short_kernel_name
 from .quantize import to_fp8
 from .results import record, summary
 from .sweep import grid, peak_extra_mib, perf_sweep
-from .timing import (StepTimer, Timing, alternating_rounds, benchmark, flush_l2_cache, gbps, host_us,
+from .timing import (StepTimer, Timing, alternating_rounds, benchmark, flush_l2_cache, gbps, host_timing, host_us,
                      measured_bandwidth_gbps, measured_peak_tflops, peak_tflops, percent_of_peak, tflops)
 from .workers import WorkerError, WorkerRun, run_worker
 

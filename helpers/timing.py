@@ -107,23 +107,33 @@ def alternating_rounds(fns: dict, *, rounds: int = 3, warmup: int = 5, iters: in
     return medians
 
 
-def host_us(fn: Callable[[], object], *, calls: int = 50) -> float:
-    """Host time of one call of ``fn`` in µs: the median wall time of ``calls`` calls made back to back while
-    the GPU runs behind (no synchronisation between them), after one untimed call. What the Python side of a
-    call costs: dispatch, argument checks, the launch itself; not the kernels (those are ``gpu_time``'s)."""
+def host_timing(fn: Callable[[], object], *, warmup: int = 1, iters: int = 50) -> Timing:
+    """Host time of one call of ``fn`` as a ``Timing`` (ms): the wall time of each of ``iters`` calls made back
+    to back while the GPU runs behind (no synchronisation between them), after ``warmup`` untimed calls. What the
+    Python side of a call costs: dispatch, argument checks, the launch itself; not the kernels (those are
+    ``gpu_time``'s). Fits ``alternating_rounds(..., timer=host_timing)``."""
     if not callable(fn):
         raise TypeError(f"fn must be callable, got {type(fn).__name__}")
-    if calls < 1:
-        raise ValueError(f"need calls >= 1, got {calls}")
-    fn()
+    if iters < 1 or warmup < 0:
+        raise ValueError(f"need iters >= 1 and warmup >= 0, got iters={iters}, warmup={warmup}")
+    for _ in range(max(warmup, 1)):
+        fn()
     torch.cuda.synchronize()
     times = []
-    for _ in range(calls):
+    for _ in range(iters):
         t0 = time.perf_counter()
         fn()
-        times.append(time.perf_counter() - t0)
+        times.append((time.perf_counter() - t0) * 1e3)
     torch.cuda.synchronize()
-    return statistics.median(times) * 1e6
+    times.sort()
+    return Timing(statistics.median(times), _quantile(times, 0.1), _quantile(times, 0.9), iters, times)
+
+
+def host_us(fn: Callable[[], object], *, calls: int = 50) -> float:
+    """Host time of one call of ``fn`` in µs: the median of ``host_timing`` over ``calls`` calls."""
+    if calls < 1:
+        raise ValueError(f"need calls >= 1, got {calls}")
+    return host_timing(fn, iters=calls).median_ms * 1e3
 
 
 def tflops(flops: float, ms: float) -> float:

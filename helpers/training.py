@@ -59,6 +59,37 @@ def train_step(model, x, target, *, lr: float, loss_fn: Callable = mse_loss) -> 
     return step
 
 
+def captured_step(model, x, target, *, lr: float, loss_fn: Callable = mse_loss, warmup: int = 3):
+    """The same training step recorded once as a CUDA graph: returns ``(replay, loss)``, where ``replay()`` runs
+    forward, backward and AdamW again on whatever ``x`` and ``target`` hold, and ``loss`` is the static tensor the
+    graph writes the loss into.
+
+    Torch's recipe for whole-step capture: AdamW with ``capturable=True`` (its step count stays on the GPU),
+    ``warmup`` steps on a side stream first (they allocate the gradients and the optimizer state, and let every
+    op build what it caches, such as a cuDNN plan, outside the capture), gradients zeroed rather than freed, and
+    the step recorded on torch's capture stream. Each ``replay()`` is one more training step of ``model``.
+    """
+    optimizer = torch.optim.AdamW(model.parameters(), lr=lr, capturable=True)
+
+    def step():
+        optimizer.zero_grad(set_to_none=False)   # keep the gradient buffers: the graph owns their addresses
+        loss = loss_fn(model, x, target)
+        loss.backward()
+        optimizer.step()
+        return loss
+
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(warmup):
+            step()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        loss = step()
+    return graph.replay, loss
+
+
 def loss_gap(curve, reference) -> float:
     """Largest per-step relative difference between two loss curves."""
     if len(curve) != len(reference) or not len(curve):

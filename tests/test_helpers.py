@@ -491,3 +491,16 @@ def test_build_calls_restrict_after_lowering_and_before_the_candidates():
     timer = H.build(Graph(), heuristics=["A"], restrict=lambda g: calls.append("restrict"), pick="first")
     assert calls[:4] == ["validate", "build_operation_graph", "restrict", "create_execution_plans"]
     assert timer.plan == 1   # plan 0 refused: the first that builds is selected
+
+
+def test_host_timing_times_back_to_back_calls_after_warmup(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda *a, **k: None)
+    calls = []
+    timing = H.host_timing(lambda: calls.append(1), warmup=2, iters=7)
+    assert len(calls) == 9 and timing.runs == 7 and len(timing.times_ms) == 7
+    assert 0 <= timing.p10_ms <= timing.median_ms <= timing.p90_ms
+    assert H.host_us(lambda: None, calls=3) >= 0
+    with pytest.raises(ValueError):
+        H.host_timing(lambda: None, iters=0)
+    with pytest.raises(TypeError):
+        H.host_timing(42)

@@ -8,6 +8,7 @@ import torch
 import torch.nn.functional as F
 
 from helpers import training
+from tests.support import requires_gpu
 
 
 def torch_attention(q, k, v):
@@ -60,3 +61,20 @@ def test_plot_losses_draws_one_line_per_curve_with_its_style():
     assert [line.get_label() for line in ax.get_lines()] == ["a", "b"]
     assert ax.get_lines()[1].get_linestyle() == "--" and list(ax.get_lines()[0].get_xdata()) == [1, 2, 3]
     assert ax.get_title() == "t"
+
+
+@requires_gpu
+def test_captured_step_replays_the_eager_training_step():
+    """The captured step is the eager step: same weights, same data -> the same losses, step after step."""
+    torch.manual_seed(0)
+    initial = training.Block(64, 4, torch_attention).cuda()
+    x, target = torch.randn(2, 16, 64, device="cuda"), torch.randn(2, 16, 64, device="cuda")
+    eager = training.train_step(training.with_attention(initial, torch_attention), x, target, lr=1e-3)
+    eager_losses = [eager().item() for _ in range(6)]
+    replay, loss = training.captured_step(training.with_attention(initial, torch_attention), x, target, lr=1e-3,
+                                          warmup=3)
+    graphed = []
+    for _ in range(3):   # the warm-up ran steps 1-3; each replay is the next step
+        replay()
+        graphed.append(loss.item())
+    assert graphed == pytest.approx(eager_losses[3:], rel=1e-4)
