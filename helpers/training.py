@@ -87,7 +87,12 @@ def captured_step(model, x, target, *, lr: float, loss_fn: Callable = mse_loss, 
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
         loss = step()
-    return graph.replay, loss
+
+    def replay():
+        graph.replay()
+        return loss
+    replay.keeps_alive = (model, optimizer)   # the graph reads and writes their memory by address: keep it
+    return replay, loss
 
 
 def loss_gap(curve, reference) -> float:
