@@ -1,7 +1,7 @@
 """What the course notebooks call: plumbing only.
 
 The cuDNN graphs are written in the notebooks. This package loads the library (libcudnn),
-knows the device and its feature gates (device, features), times (timing, sweep), checks
+knows the device, its clocks and its feature gates (device, features), times (timing, sweep), checks
 (checking, with the course's one tolerance table), binds tensors to graphs and builds them
 (graphs), quantises to FP8 (quantize), reads what ran on the GPU (profiling), starts workers in a
 fresh process (workers), calls the CUDA runtime through cuda-python (cuda_runtime), plots (plotting) and
@@ -12,7 +12,8 @@ notebook metadata) lives in ``tools/`` and is never imported here.
 """
 from .checking import TOLERANCE, TOLERANCE_FOR, CheckResult, check, check_table, poison_, rel_error, tolerance
 from .cuda_runtime import cuda_call
-from .device import DeviceInfo, backend_version, device_info, dtype_name, has_gpu, require_gpu, versions, working_dtype
+from .device import (DeviceInfo, backend_version, device_info, dtype_name, gpu_clocks, has_gpu, require_gpu,
+                     sample_clocks, versions, working_dtype)
 from .exercises import exercise, grade_solution, solution
 from .errors import (CourseError, CudnnLoadError, CudnnNotFoundError, CudnnVersionError, FeatureUnavailable, NoGPUError,
                      compact_warnings, first_line)

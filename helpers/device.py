@@ -1,4 +1,5 @@
-"""Device facts: which GPU, its datasheet ceilings, the working dtype, versions.
+"""Device facts: which GPU, its datasheet ceilings, the working dtype, versions; and its state now (SM clock,
+power draw, why the clock is held down), read through NVML.
 
 **Rehearsing another GPU.** ``COURSE_GPU=t4|l4|a100|h100`` (off by default; for maintainers and CI) makes
 the course's own view of the device that of a GPU users have: name, compute capability, SM count, memory,
@@ -11,8 +12,11 @@ rehearsal is on. See ``PROFILES``.
 from __future__ import annotations
 
 import functools
+import math
 import os
 import platform
+import threading
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import torch
@@ -226,3 +230,107 @@ def backend_version() -> int:
         return int(load_cudnn().backend_version())
     except Exception:
         return 0
+
+
+# ---------------------------------------------------------------- the GPU's state now: clock, power, throttling
+# NVML's clock-event ("throttle") reasons, bit -> short name (nvml.h, nvmlClocksEventReason*)
+CLOCK_EVENT_REASONS = {0x1: "gpu_idle", 0x2: "applications_clocks_setting", 0x4: "sw_power_cap",
+                       0x8: "hw_slowdown", 0x10: "sync_boost", 0x20: "sw_thermal_slowdown",
+                       0x40: "hw_thermal_slowdown", 0x80: "hw_power_brake_slowdown", 0x100: "display_clock_setting"}
+
+
+def clock_event_names(mask: int) -> list[str]:
+    """The names of the reasons set in an NVML clock-event mask, lowest bit first (unknown bits as hex)."""
+    names = [name for bit, name in CLOCK_EVENT_REASONS.items() if mask & bit]
+    unknown = mask & ~sum(CLOCK_EVENT_REASONS)
+    return names + ([hex(unknown)] if unknown else [])
+
+
+@functools.lru_cache(maxsize=None)
+def _nvml_handle(index: int):
+    """pynvml and the NVML handle of torch's device ``index`` (found by UUID, so CUDA_VISIBLE_DEVICES is
+    respected; by index only when no such variable reorders the devices). Raises what it meets."""
+    import pynvml
+
+    pynvml.nvmlInit()
+    try:
+        uuid = str(torch.cuda.get_device_properties(index).uuid).removeprefix("GPU-")
+        return pynvml, pynvml.nvmlDeviceGetHandleByUUID(f"GPU-{uuid}".encode())
+    except Exception:
+        if os.environ.get("CUDA_VISIBLE_DEVICES"):
+            raise
+        return pynvml, pynvml.nvmlDeviceGetHandleByIndex(index)
+
+
+def gpu_clocks(index: int | None = None) -> dict:
+    """The GPU's state now, from NVML: ``sm_mhz`` (SM clock), ``max_sm_mhz``, ``power_w`` (draw, NVML's own
+    averaging), ``throttle`` (why the clock is held down: NVML's clock-event reasons, e.g. ``["sw_power_cap"]``)
+    and ``reason`` ("" when read, else why not). Never raises: without pynvml (the ``nvidia-ml-py`` package),
+    without a GPU, or where NVML refuses, the numbers are NaN, ``throttle`` is empty and ``reason`` says why."""
+    nan = float("nan")
+    state = dict(sm_mhz=nan, max_sm_mhz=nan, power_w=nan, throttle=[], reason="")
+    try:
+        if not has_gpu():
+            return dict(state, reason="no GPU")
+        pynvml, handle = _nvml_handle(torch.cuda.current_device() if index is None else index)
+    except ImportError:
+        return dict(state, reason="pynvml is not installed (pip install nvidia-ml-py)")
+    except Exception as exc:  # NVML missing, or this device not found in it
+        return dict(state, reason=f"NVML: {type(exc).__name__}: {exc}"[:120])
+    sm = getattr(pynvml, "NVML_CLOCK_SM", 1)
+    events = (getattr(pynvml, "nvmlDeviceGetCurrentClocksEventReasons", None)   # the newer name of ...
+              or getattr(pynvml, "nvmlDeviceGetCurrentClocksThrottleReasons", None))   # ... the older one
+    reads = dict(sm_mhz=lambda: float(pynvml.nvmlDeviceGetClockInfo(handle, sm)),
+                 max_sm_mhz=lambda: float(pynvml.nvmlDeviceGetMaxClockInfo(handle, sm)),
+                 power_w=lambda: pynvml.nvmlDeviceGetPowerUsage(handle) / 1000.0,
+                 throttle=lambda: clock_event_names(int(events(handle))))
+    for key, read in reads.items():
+        try:
+            state[key] = read()
+        except Exception as exc:  # one quantity this GPU or driver does not report: keep the others
+            state["reason"] = state["reason"] or f"{key}: {type(exc).__name__}"
+    return state
+
+
+@contextmanager
+def sample_clocks(interval_s: float = 0.01, index: int | None = None):
+    """Read ``gpu_clocks()`` every ``interval_s`` seconds in a background thread while the ``with`` block runs.
+    Yields a dict that is filled when the block ends: ``sm_mhz`` (mean of the samples), ``sm_mhz_min``,
+    ``power_w`` (mean), ``throttle`` (every reason seen, sorted), ``samples`` (how many were read) and
+    ``reason`` (why none were, else ""). A clock read once after the GPU has gone idle can show the full clock
+    again; sampled while the work runs, it shows the clock the work ran at. Never raises on its own account."""
+    index = torch.cuda.current_device() if index is None and has_gpu() else index   # the caller's device
+    result = dict(sm_mhz=float("nan"), sm_mhz_min=float("nan"), power_w=float("nan"), throttle=[], samples=0,
+                  reason="")
+    seen, stop = [], threading.Event()
+
+    def poll():
+        while True:
+            state = gpu_clocks(index)
+            if not math.isnan(state["sm_mhz"]):
+                seen.append(state)
+            elif not seen:  # nothing to read here (no pynvml, no GPU, NVML refuses): stop trying
+                result["reason"] = state["reason"]
+                return
+            if stop.wait(interval_s):
+                return
+
+    thread = threading.Thread(target=poll, name="sample_clocks", daemon=True)
+    thread.start()
+    try:
+        yield result
+    finally:
+        stop.set()
+        thread.join()
+        result.update(_clock_summary(seen))
+
+
+def _clock_summary(samples: list) -> dict:
+    """Mean and least SM clock, mean power and every throttle reason of ``gpu_clocks()`` samples (none: {})."""
+    if not samples:
+        return {}
+    clocks = [s["sm_mhz"] for s in samples]
+    powers = [s["power_w"] for s in samples if not math.isnan(s["power_w"])]
+    return dict(sm_mhz=sum(clocks) / len(clocks), sm_mhz_min=min(clocks),
+                power_w=sum(powers) / len(powers) if powers else float("nan"),
+                throttle=sorted({name for s in samples for name in s["throttle"]}), samples=len(samples))

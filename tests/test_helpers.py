@@ -146,6 +146,107 @@ def test_datasheet_lookup_prefers_specific_names():
     assert names.index("A100-SXM4-80GB") < names.index("A100")
 
 
+# ------------------------------------------------------------------ the GPU's clocks (NVML), without a GPU
+def _fake_nvml(monkeypatch, *, clock=1755, power_mw=612_000, events=0x4, newer=True, power_fails=False):
+    """A pynvml stand-in for device 0 (no CUDA_VISIBLE_DEVICES, so found by index) on a GPU torch 'has'."""
+    import types
+
+    nvml = types.ModuleType("pynvml")
+    nvml.NVML_CLOCK_SM = 1
+    nvml.nvmlInit = lambda: None
+    nvml.nvmlDeviceGetHandleByUUID = lambda uuid: (_ for _ in ()).throw(RuntimeError("no such UUID"))
+    nvml.nvmlDeviceGetHandleByIndex = lambda index: f"handle{index}"
+    nvml.nvmlDeviceGetClockInfo = lambda handle, kind: clock if kind == 1 else 0
+    nvml.nvmlDeviceGetMaxClockInfo = lambda handle, kind: 1980
+    nvml.nvmlDeviceGetPowerUsage = (lambda handle: 1 / 0) if power_fails else (lambda handle: power_mw)
+    name = "nvmlDeviceGetCurrentClocksEventReasons" if newer else "nvmlDeviceGetCurrentClocksThrottleReasons"
+    setattr(nvml, name, lambda handle: events)
+    monkeypatch.setitem(__import__("sys").modules, "pynvml", nvml)
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    monkeypatch.setattr(device, "has_gpu", lambda: True)
+    device._nvml_handle.cache_clear()   # the handle is cached per device: find it again with this stand-in
+    return nvml
+
+
+@pytest.fixture
+def fresh_nvml_cache():
+    device._nvml_handle.cache_clear()
+    yield
+    device._nvml_handle.cache_clear()
+
+
+def test_clock_event_names_decode_nvmls_mask():
+    assert device.clock_event_names(0) == []
+    assert device.clock_event_names(0x4) == ["sw_power_cap"]
+    assert device.clock_event_names(0x1 | 0x4 | 0x40) == ["gpu_idle", "sw_power_cap", "hw_thermal_slowdown"]
+    assert device.clock_event_names(0x4 | 0x1000) == ["sw_power_cap", "0x1000"]
+
+
+def test_gpu_clocks_without_pynvml_or_gpu_are_nan_with_the_reason(monkeypatch, fresh_nvml_cache):
+    monkeypatch.setattr(device, "has_gpu", lambda: False)
+    state = H.gpu_clocks()
+    assert math.isnan(state["sm_mhz"]) and math.isnan(state["power_w"]) and state["throttle"] == []
+    assert state["reason"] == "no GPU"
+    monkeypatch.setattr(device, "has_gpu", lambda: True)
+    monkeypatch.setitem(__import__("sys").modules, "pynvml", None)   # import pynvml raises ImportError
+    state = H.gpu_clocks(0)
+    assert math.isnan(state["sm_mhz"]) and state["throttle"] == [] and "pynvml is not installed" in state["reason"]
+
+
+def test_gpu_clocks_reads_clock_power_and_throttle_reasons(monkeypatch, fresh_nvml_cache):
+    _fake_nvml(monkeypatch)
+    assert H.gpu_clocks(0) == dict(sm_mhz=1755.0, max_sm_mhz=1980.0, power_w=612.0, throttle=["sw_power_cap"],
+                                   reason="")
+    device._nvml_handle.cache_clear()
+    _fake_nvml(monkeypatch, events=0, newer=False)   # an older nvidia-ml-py: the "throttle" name
+    assert H.gpu_clocks(0)["throttle"] == []
+
+
+def test_gpu_clocks_keeps_what_it_could_read_and_says_what_it_could_not(monkeypatch, fresh_nvml_cache):
+    _fake_nvml(monkeypatch, power_fails=True)
+    state = H.gpu_clocks(0)
+    assert state["sm_mhz"] == 1755.0 and math.isnan(state["power_w"]) and state["throttle"] == ["sw_power_cap"]
+    assert state["reason"] == "power_w: ZeroDivisionError"
+
+
+def test_gpu_clocks_finds_no_device_when_visible_devices_reorder_and_the_uuid_is_unknown(monkeypatch,
+                                                                                          fresh_nvml_cache):
+    _fake_nvml(monkeypatch)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1,0")
+    state = H.gpu_clocks(0)
+    assert math.isnan(state["sm_mhz"]) and state["reason"].startswith("NVML: ")
+
+
+def test_sample_clocks_averages_the_samples_read_while_the_block_runs(monkeypatch):
+    import itertools
+    import time
+
+    readings = itertools.cycle([(1980.0, 300.0, []), (1800.0, 690.0, ["sw_power_cap"])])
+
+    def fake(index=None):
+        mhz, watts, why = next(readings)
+        return dict(sm_mhz=mhz, max_sm_mhz=1980.0, power_w=watts, throttle=why, reason="")
+
+    monkeypatch.setattr(device, "has_gpu", lambda: False)
+    monkeypatch.setattr(device, "gpu_clocks", fake)
+    with H.sample_clocks(interval_s=0.002) as clocks:
+        assert clocks["samples"] == 0   # filled when the block ends
+        time.sleep(0.1)
+    assert clocks["samples"] >= 2 and clocks["reason"] == ""
+    assert 1800.0 <= clocks["sm_mhz"] <= 1980.0 and clocks["sm_mhz_min"] == 1800.0
+    assert 300.0 <= clocks["power_w"] <= 690.0 and clocks["throttle"] == ["sw_power_cap"]
+
+
+def test_sample_clocks_without_nvml_gives_nan_no_samples_and_the_reason(monkeypatch, fresh_nvml_cache):
+    monkeypatch.setattr(device, "has_gpu", lambda: True)
+    monkeypatch.setattr(device.torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setitem(__import__("sys").modules, "pynvml", None)
+    with H.sample_clocks(interval_s=0.001) as clocks:
+        pass
+    assert clocks["samples"] == 0 and math.isnan(clocks["sm_mhz"]) and math.isnan(clocks["sm_mhz_min"])
+    assert clocks["throttle"] == [] and "pynvml is not installed" in clocks["reason"]
+
+
 # ------------------------------------------------------------------ libcudnn
 def test_missing_libcudnn_gives_actionable_error(monkeypatch):
     if H.has_gpu():
@@ -326,6 +427,17 @@ def test_gpu_device_facts_and_dtype():
     assert set(d.datasheet_tflops) == {"bfloat16", "float16", "float8_e4m3fn"}
     if d.datasheet_tflops["bfloat16"]:  # a GPU in the table: the datasheet ceiling is the one asked for
         assert H.peak_tflops(torch.bfloat16, measured=False) == d.datasheet_tflops["bfloat16"]
+
+
+@requires_gpu
+def test_gpu_clocks_on_a_gpu_read_or_say_why_not():
+    state = H.gpu_clocks()
+    assert set(state) == {"sm_mhz", "max_sm_mhz", "power_w", "throttle", "reason"}
+    if not state["reason"]:   # pynvml there and NVML answering
+        assert 0 < state["sm_mhz"] <= state["max_sm_mhz"] and all(isinstance(r, str) for r in state["throttle"])
+    with H.sample_clocks() as clocks:
+        H.benchmark(lambda: torch.cuda._sleep(1_000_000), warmup=1, iters=20)
+    assert clocks["samples"] > 0 or clocks["reason"]
 
 
 @requires_gpu

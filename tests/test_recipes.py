@@ -150,6 +150,30 @@ def test_choice_problem_names_what_differs():
     assert "shape" in autotune.choice_problem(dict(CHOICE, shape={"N": 64}), **here)
 
 
+def test_plan_notes_names_a_candidates_behaviour_notes_or_says_it_cannot():
+    import enum
+
+    class Note(enum.Enum):
+        CUBLASLT_DEPENDENCY = 1
+        RUNTIME_COMPILATION = 2
+        SUPPORTS_CUDA_GRAPH_NATIVE_API = 3
+
+    class Plans:
+        notes = {0: [Note.CUBLASLT_DEPENDENCY], 1: [Note.RUNTIME_COMPILATION, Note.SUPPORTS_CUDA_GRAPH_NATIVE_API],
+                 2: []}
+
+        def get_behavior_notes_for_plan_at_index(self, index):
+            if index not in self.notes:
+                raise NotImplementedError("plan 3 delegates to the backend's own choice")
+            return self.notes[index]
+
+    graph = Plans()
+    assert autotune.plan_notes(graph, 0) == "CUBLASLT_DEPENDENCY"
+    assert autotune.plan_notes(graph, 1) == "RUNTIME_COMPILATION, SUPPORTS_CUDA_GRAPH_NATIVE_API"
+    assert autotune.plan_notes(graph, 2) == "-"
+    assert autotune.plan_notes(graph, 3) == "?"
+
+
 def test_results_dir_and_artifacts_dir_are_different_folders(monkeypatch):
     monkeypatch.delenv("COURSE_ARTIFACTS_DIR", raising=False)
     monkeypatch.delenv("COURSE_RESULTS_DIR", raising=False)
@@ -427,6 +451,7 @@ def test_gpu_time_plans_times_every_candidate_and_fastest_passes_its_check():
 
     table = autotune.time_plans(graph, io.pack(), check=autotune.check_with(t["y"], ref), warmup=1, iters=3, max_ms=50)
     assert len(table) == graph.get_execution_plan_count() and table.attrs["timing_wall_ms"] > 0
+    assert table["behavior_notes"].map(lambda notes: isinstance(notes, str) and notes != "").all()
     best = autotune.fastest(table)
     assert table.loc[best, "check"] == "PASS" and table.loc[best, "median_ms"] == table["median_ms"].min()
 

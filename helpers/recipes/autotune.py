@@ -30,6 +30,17 @@ def probe_plans(graph) -> dict:
     return status
 
 
+def plan_notes(graph, index: int) -> str:
+    """The behaviour notes of candidate ``index`` by name, joined (``"CUBLASLT_DEPENDENCY"``,
+    ``"RUNTIME_COMPILATION, SUPPORTS_CUDA_GRAPH_NATIVE_API"``); ``"-"`` for none, ``"?"`` when the plan cannot
+    say (a Python engine's, or one that delegates to the backend's own choice)."""
+    try:
+        notes = graph.get_behavior_notes_for_plan_at_index(index)
+    except Exception:
+        return "?"
+    return ", ".join(getattr(note, "name", str(note)) for note in notes) or "-"
+
+
 def time_plans(graph, pack: dict, *, check: Callable | None = None, warmup: int = 5, iters: int = 20,
                max_ms: float | None = None, budget_s: float | None = None):
     """Time every candidate plan with ``execute_plan_at_index``; one row per plan index (ranked order).
@@ -37,14 +48,15 @@ def time_plans(graph, pack: dict, *, check: Callable | None = None, warmup: int 
     Each plan is built first (``build_plan_at_index``; refusals are recorded, not raised) and gets a
     workspace of its own size. ``check(run)``, if given, runs the plan once and returns an ``H.check``
     result (the caller poisons and compares). ``max_ms`` cuts off a pathologically slow plan after one
-    run; after ``budget_s`` seconds the remaining plans are not tried. Columns: name, result, check,
-    rel_err, median_ms, spread_pct, workspace. ``table.attrs["timing_wall_ms"]`` is the wall time spent.
+    run; after ``budget_s`` seconds the remaining plans are not tried. Columns: name, behavior_notes
+    (``plan_notes``), result, check, rel_err, median_ms, spread_pct, workspace.
+    ``table.attrs["timing_wall_ms"]`` is the wall time spent.
     """
     import pandas as pd
 
     handle, rows, start = get_handle(), {}, time.perf_counter()
     for i in range(graph.get_execution_plan_count()):
-        row = rows[i] = dict(name=graph.get_plan_name_at_index(i), check="-")
+        row = rows[i] = dict(name=graph.get_plan_name_at_index(i), behavior_notes=plan_notes(graph, i), check="-")
         if budget_s is not None and time.perf_counter() - start > budget_s:
             row["result"] = "not tried (time budget)"
             continue
