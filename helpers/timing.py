@@ -116,7 +116,7 @@ def host_timing(fn: Callable[[], object], *, warmup: int = 1, iters: int = 50) -
         raise TypeError(f"fn must be callable, got {type(fn).__name__}")
     if iters < 1 or warmup < 0:
         raise ValueError(f"need iters >= 1 and warmup >= 0, got iters={iters}, warmup={warmup}")
-    for _ in range(max(warmup, 1)):
+    for _ in range(warmup):
         fn()
     torch.cuda.synchronize()
     times = []
