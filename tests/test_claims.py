@@ -159,6 +159,17 @@ def test_the_reviewed_reasons_match_comparatives_in_the_notebooks():
     assert stale_reviews(entries, reviewed) == []
 
 
+def test_every_comparative_in_the_notebooks_is_backed_by_a_printed_verdict_or_a_reviewed_reason():
+    """Issue 25: a conclusion word in the prose is printed from the measurement nearby, or a reviewer says why it
+    holds on every run (tools/claims_reviewed.py)."""
+    from tools.claims import comparatives, reviewed_reasons, unbacked
+
+    reviewed = reviewed_reasons()
+    loose = [str(e) for p in notebook_paths() for e in unbacked(comparatives(p, reviewed=reviewed)) if not e.reason]
+    assert loose == [], "unbacked comparatives (print a verdict, or give a reason in tools/claims_reviewed.py):\n" + \
+        "\n".join(loose)
+
+
 def test_the_comparatives_command_runs_on_the_notebooks_and_prints_a_count_line(capsys):
     import re
     from tools.claims import main
