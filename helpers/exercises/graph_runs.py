@@ -78,7 +78,9 @@ def bound_buffers(graph, tensor_dict, tensor_uids=None) -> dict:
     if tensor_uids is not None:
         bound.update(zip(tensor_uids, tensor_dict))
         return bound
-    for key, buffer in dict(tensor_dict).items():
+    if not isinstance(tensor_dict, dict):  # not a pack the frontend takes without tensor_uids: it raises, not us
+        return bound
+    for key, buffer in tensor_dict.items():
         uid = _uid_of_key(graph, key)
         if uid is not None:
             bound[uid] = buffer
@@ -208,6 +210,18 @@ def _snapshot(run: GraphRun) -> None:
     run.snapshots = {uid: b.detach().clone() for uid, b in chosen.items()}
 
 
+def _plan_number(index) -> int | None:
+    """A plan index as an int (numpy integers included), or None."""
+    import operator
+
+    if index is None or isinstance(index, bool):
+        return None
+    try:
+        return operator.index(index)
+    except TypeError:
+        return None
+
+
 def _record_execute(runs: GraphRuns, depth: list, original, *, detail: bool, snapshot: bool, at_index: bool):
     @functools.wraps(original)
     def execute(self, tensor_dict, *args, **kwargs):
@@ -222,9 +236,10 @@ def _record_execute(runs: GraphRuns, depth: list, original, *, detail: bool, sna
             index = kwargs.get("index", args[1] if len(args) > 1 else 0)
         else:
             index = getattr(self, "_plan_index", None)   # execute() runs the selected plan
-        run = GraphRun(self, int(index) if isinstance(index, int) else None)
+        run = GraphRun(self, _plan_number(index))
         if detail:
-            run.buffers = bound_buffers(self, tensor_dict, kwargs.get("tensor_uids"))
+            uids = kwargs.get("tensor_uids", args[5] if not at_index and len(args) > 5 else None)
+            run.buffers = bound_buffers(self, tensor_dict, uids)
             run.values = {uid: v for uid, b in run.buffers.items() if (v := _host_scalar(b)) is not None}
             if snapshot:
                 _snapshot(run)
