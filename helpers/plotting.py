@@ -22,6 +22,7 @@ import re
 
 import matplotlib.pyplot as plt
 import numpy as np
+import pandas as pd
 from matplotlib.colors import to_hex
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch, Rectangle
@@ -202,7 +203,8 @@ def line_compare(df, *, x: str, y: str, hue: str, ylabel: str, title: str, logx:
     if ax is None:
         _, ax = plt.subplots()
     xs = sorted(df[x].unique())
-    table = df.pivot_table(index=x, columns=hue, values=y, sort=False, dropna=False)
+    values = df.assign(**{y: pd.to_numeric(df[y], errors="coerce")})
+    table = values.pivot_table(index=x, columns=hue, values=y, aggfunc="mean", sort=False, dropna=False)
     table = table[[c for c in dict.fromkeys(df[hue]) if c in table.columns]]
     _lines_on_grid(ax, table, xs, y, colors, logx, logy, legend)
     _peak_line(ax, peak, "peak", "{:.0f}")
@@ -242,7 +244,8 @@ def plot_sweep(df, *, x: str, y: str = "TFLOP/s", kind: str = "line", ax=None, t
     xs = list(dict.fromkeys(df[x]))
     if kind == "line":
         xs = sorted(xs)
-        table = ok.pivot_table(index=x, columns="path", values=y, sort=False)
+        values = ok.assign(**{y: pd.to_numeric(ok[y], errors="coerce")})
+        table = values.pivot_table(index=x, columns="path", values=y, aggfunc="mean", sort=False)
         table = table.reindex(columns=[label for label in labels if label in table.columns])
         _lines_on_grid(ax, table, xs, y, colors, logx, logy, legend=False)
         if not logx:
