@@ -75,6 +75,19 @@ def test_matmul_bias_act_graph_and_reference():
                           torch.relu(cpu["x"] @ cpu["w"] + cpu["b"]))
 
 
+def test_gemm_amax_graph_has_a_column_major_w_and_a_scalar_amax_output():
+    t = matmul_bias_act.make_gemm_amax_tensors(1, 16, 32, 64, dtype=torch.bfloat16, **META)
+    assert t["w"].shape == (1, 32, 64) and t["w"].stride() == (2048, 1, 32)   # K×N, column-major
+    assert t["amax"].shape == (1, 1, 1) and t["amax"].dtype == torch.float32
+    graph, io = matmul_bias_act.gemm_amax_graph(t)
+    assert _nodes(graph) == [("matmul", "MATMUL"), ("amax", "REDUCTION")]
+    assert list(io.uids) == ["x", "w", "y", "amax"]
+    cpu = matmul_bias_act.make_gemm_amax_tensors(1, 4, 8, 3, dtype=torch.float32, device="cpu")
+    y, amax = matmul_bias_act.gemm_amax_reference(cpu)
+    assert torch.allclose(y, cpu["x"] @ cpu["w"]) and amax.shape == (1, 1, 1)
+    assert amax.item() == (cpu["x"] @ cpu["w"]).abs().max().item()
+
+
 def test_sdpa_forward_graph_is_causal_top_left_with_stats_for_gqa():
     q = torch.empty(2, 8, 128, 64, dtype=torch.bfloat16, **META)
     kv = torch.empty(2, 2, 128, 64, dtype=torch.bfloat16, **META)
