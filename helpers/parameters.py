@@ -245,6 +245,8 @@ RULES: dict[str, list[Rule]] = {
         *timing(),
         *positive_int("SWEEP_ITERS", "TOP_K"),
         *positive_number("MAX_MS"),
+        *shape_tuple("GEMM_SHAPE", ("batch", "M", "K", "N")),
+        *positive_number("GEMM_TUNE_BUDGET_S"),
         *seed(),
     ],
 

@@ -1,7 +1,32 @@
-"""One plotting style for every notebook."""
+"""One plotting style for every notebook, and a check that a finished figure reads right.
+
+The style, which every helper here applies by default:
+
+- **colour by role**: a path's colour comes from its role (``COLORS``), named explicitly (``role=``, or a role
+  name as a value of ``colors=``) or read from how its label *begins* ("torch eager (cudnn.benchmark)" is a
+  torch path, whatever it mentions later);
+- **legends outside the data**: right of the axes (``legend_outside``), or one legend right of the figure for
+  panels that share their series (``shared_legend``);
+- **log axes ticked at the data** with plain numbers (``ticks_at_data``, ``plain_log_ticks``), not 2ⁿ or 4×10¹;
+- a point that was not measured **breaks its line** (NaN), instead of a straight segment drawn across it;
+- a hatch always has a legend entry that says what it means.
+
+``style_problems(fig)`` inspects a finished figure and lists what breaks these rules (a legend over data, a log
+axis whose data falls between its labelled ticks, two series the legend cannot tell apart, unexplained hatching,
+overlapping tick labels, lines no legend names, bars on a log axis without their ratio).
+"""
 from __future__ import annotations
 
+import math
+import re
+
 import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+from matplotlib.colors import to_hex
+from matplotlib.lines import Line2D
+from matplotlib.patches import Patch, Rectangle
+from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter, NullLocator
 
 # One colour per role, the same in every notebook.
 COLORS = {
@@ -14,16 +39,45 @@ COLORS = {
     "heuristic": "#9467bd",
 }
 
+# How a label begins -> its role; the longest matching beginning wins ("torch.compile" before "torch").
+ROLE_PREFIXES = {
+    "cudnn": "cudnn",
+    "torch.compile": "torch.compile",
+    "torch": "torch eager",
+    "pytorch": "torch eager",
+    "f.sdpa": "torch eager",
+}
 
-def color_for(label: str, colors: dict | None = None) -> str:
-    """The colour of a path's role: an exact entry of ``colors`` first, else the first ``COLORS`` key in the label."""
+LEGEND_OUTSIDE = dict(loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
+HATCH = "//"
+
+
+def role_of(label: str) -> str:
+    """The role of a path label: a role's own name (any case), else the role of the longest ``ROLE_PREFIXES``
+    entry the label starts with, else ``"other"``. A label's first word names who runs it: "torch eager
+    (cudnn.benchmark)" is torch's, "cuDNN + torch amax" cuDNN's, "Python op, no cuDNN" neither."""
+    low = str(label).strip().lower()
+    if low in COLORS:
+        return low
+    matches = [prefix for prefix in ROLE_PREFIXES if low.startswith(prefix)]
+    return ROLE_PREFIXES[max(matches, key=len)] if matches else "other"
+
+
+def _resolve(colour: str) -> str:
+    """A role name -> its colour; anything else is taken as a matplotlib colour."""
+    return COLORS.get(colour, colour)
+
+
+def color_for(label: str, colors: dict | None = None, *, role: str | None = None) -> str:
+    """The colour of a path: its explicit ``role`` if given, else ``colors[label]`` (a role name or a colour),
+    else the role ``role_of(label)`` reads from how the label begins."""
+    if role is not None:
+        if role not in COLORS:
+            raise KeyError(f"no role {role!r}; the roles are {list(COLORS)}")
+        return COLORS[role]
     if colors and label in colors:
-        return colors[label]
-    low = label.lower()
-    for key, value in COLORS.items():
-        if key in low:
-            return value
-    return COLORS["other"]
+        return _resolve(colors[label])
+    return COLORS[role_of(label)]
 
 
 def use_style() -> None:
@@ -34,38 +88,129 @@ def use_style() -> None:
     })
 
 
+def plain_number(value: float) -> str:
+    """A tick label without powers: 16, 2048, 0.5, 1.5e+06."""
+    if value and abs(value - round(value)) < 1e-9 * max(1.0, abs(value)) and abs(value) < 1e6:
+        return str(int(round(value)))
+    return f"{value:.3g}"
+
+
+def ticks_at_data(ax, values, axis: str = "x", labels=None) -> None:
+    """Major ticks exactly at the data values, labelled in plain numbers (or ``labels``), and no minor ticks."""
+    values = sorted({float(v) for v in values if v is not None and math.isfinite(float(v))})
+    target = ax.xaxis if axis == "x" else ax.yaxis
+    getattr(ax, f"set_{axis}ticks")(values, list(labels) if labels is not None else [plain_number(v) for v in values])
+    target.set_minor_locator(NullLocator())
+
+
+def plain_log_ticks(ax, axis: str = "y") -> None:
+    """A log axis labelled in plain numbers at 1, 2, 5 × 10ⁿ, minor ticks unlabelled."""
+    target = ax.xaxis if axis == "x" else ax.yaxis
+    target.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    target.set_major_formatter(FuncFormatter(lambda v, _: plain_number(v)))
+    target.set_minor_formatter(NullFormatter())
+
+
+def legend_outside(ax, handles=None, **kwargs):
+    """The axes' legend, right of its data (``LEGEND_OUTSIDE``); ``handles`` adds entries such as a hatch's."""
+    found, labels = ax.get_legend_handles_labels()
+    handles = found + list(handles or [])
+    labels = labels + [h.get_label() for h in list(handles)[len(found):]]
+    return ax.legend(handles, labels, **{**LEGEND_OUTSIDE, "fontsize": 8, **kwargs})
+
+
+def shared_legend(fig, axes=None, handles=None, **kwargs):
+    """One legend right of the figure for panels that share their series: each label once, the panels' own
+    legends removed. Call it after ``tight_layout``; the inline backend's tight bounding box keeps it in view."""
+    by_label = {}
+    for ax in axes if axes is not None else fig.axes:
+        for handle, label in zip(*ax.get_legend_handles_labels()):
+            by_label.setdefault(label, handle)
+        if ax.get_legend() is not None:
+            ax.get_legend().remove()
+    for handle in handles or []:
+        by_label.setdefault(handle.get_label(), handle)
+    return fig.legend(list(by_label.values()), list(by_label), **{"loc": "upper left", "bbox_to_anchor": (1.0, 0.95),
+                                                                   "fontsize": 8, **kwargs})
+
+
+def hatch_handle(label: str) -> Patch:
+    """The legend entry that says what a hatch means."""
+    return Patch(facecolor="white", edgecolor="k", hatch=HATCH, label=label)
+
+
+def fit_tick_labels(ax, rotations=(25, 45, 90)) -> None:
+    """Rotate the x tick labels (anchored at their right end) by the first of ``rotations`` at which no two
+    overlap, when they overlap level."""
+    fig = ax.figure
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    for rotation in rotations:
+        if not _overlapping_labels(ax.get_xticklabels(), renderer):
+            return
+        plt.setp(ax.get_xticklabels(), rotation=rotation, ha="right", rotation_mode="anchor")
+
+
 def bar_compare(labels, values, *, ylabel: str, title: str, peak: float | None = None,
-                peak_label: str = "peak", fmt: str = "{:.1f}", ax=None):
-    """Bars with value labels and an optional horizontal 'peak' line."""
+                peak_label: str = "peak", fmt: str = "{:.1f}", ax=None, colors: dict | None = None,
+                hatched=(), hatch_label: str | None = None):
+    """Bars with value labels and an optional horizontal 'peak' line, coloured by role (``colors``: label ->
+    role name or colour). ``hatched``: labels or positions of bars to hatch, ``hatch_label`` what that means
+    (it gets a legend entry). Tick labels that would overlap are rotated."""
     use_style()
     if ax is None:
         _, ax = plt.subplots()
-    bars = ax.bar(list(labels), list(values), color=[color_for(str(l)) for l in labels])
-    for bar, value in zip(bars, values):
+    labels, values = [str(label) for label in labels], list(values)
+    if hatched and not hatch_label:
+        raise ValueError("hatched bars need a hatch_label: the legend must say what the hatch means")
+    bars = ax.bar(labels, values, color=[color_for(label, colors) for label in labels])
+    for i, (bar, label, value) in enumerate(zip(bars, labels, values)):
         ax.annotate(fmt.format(value), (bar.get_x() + bar.get_width() / 2, bar.get_height()),
                     ha="center", va="bottom", fontsize=9)
+        if i in hatched or label in hatched:
+            bar.set_hatch(HATCH)
     _peak_line(ax, peak, peak_label, fmt)
     ax.set_ylabel(ylabel)
     ax.set_title(title)
+    if hatched:
+        legend_outside(ax, handles=[hatch_handle(hatch_label)])
+    fit_tick_labels(ax)
     return ax
 
 
+def _lines_on_grid(ax, table, xs, y: str, colors, logx: bool, logy: bool, legend: bool):
+    """One line per column of ``table`` (index = x) over every x in ``xs``: a missing point is NaN and breaks
+    its line; log axes ticked at the data (x) and in plain numbers (y)."""
+    for label in table.columns:
+        part = table[label].reindex(xs)
+        ax.plot(xs, part.astype(float).values, marker="o", label=str(label), color=color_for(str(label), colors))
+    if logx:
+        ax.set_xscale("log")
+        ticks_at_data(ax, xs)
+    if logy:
+        ax.set_yscale("log")
+        plain_log_ticks(ax)
+    if legend:
+        legend_outside(ax)
+
+
 def line_compare(df, *, x: str, y: str, hue: str, ylabel: str, title: str, logx: bool = False,
-                 peak: float | None = None, ax=None):
-    """One line per ``hue`` group of a long-format DataFrame."""
+                 logy: bool = False, peak: float | None = None, ax=None, colors: dict | None = None,
+                 legend: bool = True):
+    """One line per ``hue`` group of a long-format DataFrame, in role colours (``colors``: label -> role name
+    or colour); an x where a group has no value breaks that group's line; the legend sits right of the axes."""
     use_style()
     if ax is None:
         _, ax = plt.subplots()
-    for label, part in df.groupby(hue, sort=False):
-        part = part.sort_values(x)
-        ax.plot(part[x], part[y], marker="o", label=str(label), color=color_for(str(label)))
+    xs = sorted(df[x].unique())
+    values = df.assign(**{y: pd.to_numeric(df[y], errors="coerce")})
+    table = values.pivot_table(index=x, columns=hue, values=y, aggfunc="mean", sort=False, dropna=False)
+    table = table[[c for c in dict.fromkeys(df[hue]) if c in table.columns]]
+    _lines_on_grid(ax, table, xs, y, colors, logx, logy, legend)
     _peak_line(ax, peak, "peak", "{:.0f}")
-    if logx:
-        ax.set_xscale("log", base=2)
     ax.set_xlabel(x)
     ax.set_ylabel(ylabel)
     ax.set_title(title)
-    ax.legend()
     return ax
 
 
@@ -80,10 +225,12 @@ def _peak_line(ax, peak: float | None, label: str, fmt: str) -> None:
 
 def plot_sweep(df, *, x: str, y: str = "TFLOP/s", kind: str = "line", ax=None, title: str | None = None,
                ylabel: str | None = None, logx: bool = False, logy: bool = False, peak: float | None = None,
-               peak_label: str = "measured matmul peak", colors: dict | None = None, order: list | None = None):
+               peak_label: str = "measured matmul peak", colors: dict | None = None, order: list | None = None,
+               legend: bool = True):
     """Draw a ``perf_sweep`` table: one line (``kind="line"``) or one bar per point (``kind="bar"``,
     grouped along a categorical ``x``) for each path, coloured by role; rows whose status is not ok
-    are left out. ``colors`` maps a path label to its colour where ``COLORS`` has no role for it."""
+    are left out, and a line breaks where its path did not run. ``colors`` maps a path label to a role name
+    or a colour. The legend sits right of the axes (``legend=False``: none, for ``shared_legend``)."""
     if kind not in ("line", "bar"):
         raise ValueError(f"kind must be 'line' or 'bar', got {kind!r}")
     missing = [c for c in (x, y, "path") if c not in df.columns]
@@ -96,13 +243,13 @@ def plot_sweep(df, *, x: str, y: str = "TFLOP/s", kind: str = "line", ax=None, t
     labels = order or list(dict.fromkeys(df["path"]))
     xs = list(dict.fromkeys(df[x]))
     if kind == "line":
-        for label in labels:
-            part = ok[ok["path"] == label].sort_values(x)
-            if len(part):
-                ax.plot(part[x], part[y], marker="o", label=label, color=color_for(label, colors))
-        if logx:
-            ax.set_xscale("log", base=2)
-        ax.set_xticks(sorted(xs), [str(v) for v in sorted(xs)])
+        xs = sorted(xs)
+        values = ok.assign(**{y: pd.to_numeric(ok[y], errors="coerce")})
+        table = values.pivot_table(index=x, columns="path", values=y, aggfunc="mean", sort=False)
+        table = table.reindex(columns=[label for label in labels if label in table.columns])
+        _lines_on_grid(ax, table, xs, y, colors, logx, logy, legend=False)
+        if not logx:
+            ax.set_xticks(xs, [str(v) for v in xs])
     else:
         width = 0.8 / max(len(labels), 1)
         for i, label in enumerate(labels):
@@ -111,12 +258,156 @@ def plot_sweep(df, *, x: str, y: str = "TFLOP/s", kind: str = "line", ax=None, t
             values = [part.loc[v, y] for v in xs if v in part.index]
             ax.bar(positions, values, width, label=label, color=color_for(label, colors))
         ax.set_xticks(range(len(xs)), [str(v) for v in xs])
-    if logy:
-        ax.set_yscale("log")
+        if logy:
+            ax.set_yscale("log")
+            plain_log_ticks(ax)
     _peak_line(ax, peak, peak_label, "{:.0f}")
     ax.set_xlabel(x)
     ax.set_ylabel(ylabel or y)
     if title:
         ax.set_title(title)
-    ax.legend(fontsize=8)
+    if legend:
+        legend_outside(ax)
     return ax
+
+
+# ------------------------------------------------------------------ the style check
+RATIO = re.compile(r"\d(?:\.\d+)?\s*[x×]", re.IGNORECASE)
+
+
+def _overlapping_labels(texts, renderer) -> bool:
+    """Whether any two neighbouring tick labels overlap (rotated ones: whether their baselines are closer
+    than a line of text)."""
+    texts = [t for t in texts if t.get_visible() and t.get_text()]
+    angle = max((abs(t.get_rotation()) % 180 for t in texts), default=0)
+    if angle:
+        anchors = sorted(t.get_transform().transform(t.get_position())[0] for t in texts)
+        height = max(t.get_fontsize() for t in texts) * renderer.points_to_pixels(1.0)
+        return any((b - a) * math.sin(math.radians(angle)) < 0.95 * height for a, b in zip(anchors, anchors[1:]))
+    boxes = sorted((t.get_window_extent(renderer) for t in texts), key=lambda b: b.x0)
+    return any(a.x1 > b.x0 + 1 and a.y1 > b.y0 and b.y1 > a.y0 for a, b in zip(boxes, boxes[1:]))
+
+
+def _name(ax) -> str:
+    return repr(ax.get_title() or ax.get_ylabel() or f"axes {ax.figure.axes.index(ax)}")
+
+
+def _data_lines(ax):
+    """The axes' lines drawn in data coordinates (not axhline/axvline), with at least one point."""
+    return [line for line in ax.get_lines() if line.get_transform() == ax.transData and line.get_visible()
+            and len(line.get_xdata())]
+
+
+def _display_points(line, samples: int = 40):
+    """Points along a line in display coordinates: its vertices and ``samples`` points on each segment."""
+    xy = line.get_transform().transform(np.column_stack([np.asarray(line.get_xdata(), float),
+                                                         np.asarray(line.get_ydata(), float)]))
+    points = [xy]
+    if line.get_linestyle() not in ("None", "", " "):
+        for a, b in zip(xy[:-1], xy[1:]):
+            if np.isfinite(a).all() and np.isfinite(b).all():
+                t = np.linspace(0, 1, samples)[:, None]
+                points.append(a + t * (b - a))
+    pts = np.vstack(points)
+    return pts[np.isfinite(pts).all(axis=1)]
+
+
+def _legend_problems(fig, renderer) -> list[str]:
+    problems = []
+    legends = [(ax.get_legend(), _name(ax)) for ax in fig.axes if ax.get_legend() is not None]
+    legends += [(legend, "the figure") for legend in fig.legends]
+    for legend, owner in legends:
+        box = legend.get_window_extent(renderer).expanded(1.0, 1.0)
+        for ax in fig.axes:
+            for line in ax.get_lines():
+                if not line.get_visible():
+                    continue
+                pts = _display_points(line)
+                inside = ((pts[:, 0] > box.x0) & (pts[:, 0] < box.x1) & (pts[:, 1] > box.y0) & (pts[:, 1] < box.y1))
+                if inside.any():
+                    what = line.get_label() if not line.get_label().startswith("_") else "a reference line"
+                    problems.append(f"the legend of {owner} covers {what!r} on {_name(ax)}")
+            bars = [p for p in ax.patches if isinstance(p, Rectangle) and p.get_visible() and p.get_height()]
+            if any(box.overlaps(p.get_window_extent(renderer)) for p in bars):
+                problems.append(f"the legend of {owner} covers bars on {_name(ax)}")
+    return problems
+
+
+def _legend_key(handle):
+    if isinstance(handle, Line2D):
+        return ("line", to_hex(handle.get_color()), handle.get_linestyle(), handle.get_marker())
+    if isinstance(handle, Patch):
+        return ("patch", to_hex(handle.get_facecolor()), handle.get_hatch())
+    return None
+
+
+def _series_problems(fig) -> list[str]:
+    problems = []
+    legends = [ax.get_legend() for ax in fig.axes if ax.get_legend() is not None] + list(fig.legends)
+    named = {t.get_text() for legend in legends for t in legend.get_texts()}
+    for legend in legends:
+        seen = {}
+        for handle, text in zip(legend.legend_handles, legend.get_texts()):
+            key = _legend_key(handle)
+            if key is not None and key in seen and seen[key] != text.get_text():
+                problems.append(f"{seen[key]!r} and {text.get_text()!r} are drawn alike: the legend cannot tell "
+                                "them apart")
+            seen.setdefault(key, text.get_text())
+    hatch_explained = any(getattr(h, "get_hatch", lambda: None)() for legend in legends for h in legend.legend_handles)
+    for ax in fig.axes:
+        if not hatch_explained and any(p.get_hatch() for p in ax.patches):
+            problems.append(f"hatched bars on {_name(ax)} and no legend entry says what the hatch means")
+        lines = _data_lines(ax)
+        unnamed = [line for line in lines if line.get_label() not in named]
+        if len(lines) > 1 and unnamed:
+            problems.append(f"{len(unnamed)} line(s) on {_name(ax)} that no legend names")
+    return problems
+
+
+def _labelled_ticks(target, lo: float, hi: float) -> list[tuple[float, str]]:
+    """(position, label) of the axis's major and minor ticks in view whose label is not empty."""
+    pairs = []
+    for locs, formatter in ((target.get_majorticklocs(), target.get_major_formatter()),
+                            (target.get_minorticklocs(), target.get_minor_formatter())):
+        locs = [v for v in locs if lo <= v <= hi]
+        pairs += [(v, t) for v, t in zip(locs, formatter.format_ticks(locs)) if t]
+    return pairs
+
+
+def _axis_problems(fig, renderer) -> list[str]:
+    problems = []
+    for ax in fig.axes:
+        for axis in ("x", "y"):
+            target = ax.xaxis if axis == "x" else ax.yaxis
+            if target.get_scale() != "log":
+                continue
+            lo, hi = sorted(ax.get_xlim() if axis == "x" else ax.get_ylim())
+            labelled = _labelled_ticks(target, lo, hi)
+            powers = [t for _, t in labelled if "^" in t or "times" in t]
+            if powers:
+                problems.append(f"log {axis} axis of {_name(ax)} labelled in powers ({powers[0]!r}): use plain numbers")
+            if axis == "x":
+                data = {float(v) for line in _data_lines(ax) for v in np.asarray(line.get_xdata(), float)
+                        if np.isfinite(v) and v > 0}
+                between = sorted(v for v in data if not any(t > 0 and abs(math.log(v / t)) < 0.01
+                                                            for t, _ in labelled))
+                if between:
+                    problems.append(f"log x axis of {_name(ax)}: data at {plain_number(between[0])} falls between "
+                                    "its labelled ticks")
+            legend = ax.get_legend()
+            texts_all = [t.get_text() for t in ax.texts] + [ax.get_title()] + [
+                t.get_text() for t in (legend.get_texts() if legend is not None else [])]
+            bars = [p for p in ax.patches if isinstance(p, Rectangle) and p.get_height()]
+            if axis == "y" and bars and not any(RATIO.search(t) for t in texts_all if t):
+                problems.append(f"bars on the log y axis of {_name(ax)} without their ratios: bar lengths on a log "
+                                "axis do not read as ratios (annotate them, or use a linear axis)")
+        if _overlapping_labels(ax.get_xticklabels(), renderer):
+            problems.append(f"x tick labels of {_name(ax)} overlap")
+    return problems
+
+
+def style_problems(fig) -> list[str]:
+    """What in a finished figure breaks the course's style, one line each; empty when it reads right."""
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    return _legend_problems(fig, renderer) + _series_problems(fig) + _axis_problems(fig, renderer)

@@ -102,19 +102,39 @@ def loss_gap(curve, reference) -> float:
     return max(abs(a - b) / abs(b) for a, b in zip(curve, reference))
 
 
-def plot_losses(losses: dict, *, title: str, styles: dict | None = None, ax=None):
-    """The loss curves ``{name: [loss per step]}`` on one axis (``styles``: matplotlib keywords per name)."""
+def plot_losses(losses: dict, *, title: str, styles: dict | None = None, ax=None, reference: str | None = None):
+    """The loss curves ``{name: [loss per step]}`` on one axis (``styles``: matplotlib keywords per name), the
+    legend right of the data. With ``reference`` (one of the names), a second panel draws each other curve's
+    per-step relative difference from it: curves that agree lie on top of each other in the first panel, and
+    the second shows by how little they differ. ``ax``: one axes, or two with ``reference``."""
     import matplotlib.pyplot as plt
 
-    from .plotting import use_style
+    from .plotting import legend_outside, shared_legend, use_style
 
     use_style()
+    if reference is not None and reference not in losses:
+        raise KeyError(f"reference {reference!r} is not one of the curves {list(losses)}")
     if ax is None:
-        _, ax = plt.subplots(figsize=(7.5, 4.2))
+        _, ax = plt.subplots(1, 2, figsize=(12, 4.2)) if reference is not None else plt.subplots(figsize=(7.5, 4.2))
+    ax_loss, ax_diff = ax if reference is not None else (ax, None)
+    styles = {name: {"color": f"C{i}", **(styles or {}).get(name, {})} for i, name in enumerate(losses)}
     for name, curve in losses.items():
-        ax.plot(range(1, len(curve) + 1), curve, label=name, **(styles or {}).get(name, {}))
-    ax.set_xlabel("training step")
-    ax.set_ylabel("MSE loss")
-    ax.set_title(title)
-    ax.legend()
-    return ax
+        ax_loss.plot(range(1, len(curve) + 1), curve, label=name, **styles[name])
+    ax_loss.set_xlabel("training step")
+    ax_loss.set_ylabel("MSE loss")
+    ax_loss.set_title(title)
+    if ax_diff is None:
+        legend_outside(ax_loss)
+        return ax_loss
+    ref = losses[reference]
+    for name, curve in losses.items():
+        if name != reference:
+            steps = range(1, min(len(curve), len(ref)) + 1)
+            ax_diff.plot(steps, [(a - b) / abs(b) for a, b in zip(curve, ref)], label=name, **styles[name])
+    ax_diff.axhline(0, color="k", lw=1, ls=":")
+    ax_diff.set_xlabel("training step")
+    ax_diff.set_ylabel(f"(loss - {reference} loss) / {reference} loss")
+    ax_diff.set_title(f"difference from {reference}")
+    ax_loss.figure.tight_layout()
+    shared_legend(ax_loss.figure, [ax_loss, ax_diff])
+    return ax_loss

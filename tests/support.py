@@ -21,6 +21,39 @@ def graded(key, answer):
     return verdict
 
 
+class StandInGraph:
+    """Stands in for a ``cudnn.pygraph`` on the CPU, for ``graph_runs.recording(classes=(StandInGraph,))``: the
+    public surface the recorder reads (``nodes``, ``get_outputs``, ``find_tensor``, ``execute``,
+    ``execute_plan_at_index``), with ``fn`` (torch, on the bound buffers) doing the work a cuDNN plan would.
+
+    ``inputs``/``outputs`` map names to UIDs; ``fn(**inputs)`` returns ``{output name: value}`` copied into the
+    bound output buffers; ``kind`` is the one node's type ("SDPA", "MATMUL", ...), whose outputs are named as
+    ``outputs``; the UIDs in ``pass_by_value`` are pass-by-value tensors."""
+
+    def __init__(self, fn, inputs: dict, outputs: dict, *, kind: str = "MATMUL", pass_by_value=()):
+        from types import SimpleNamespace
+
+        self.fn, self.inputs, self.outputs, self.pass_by_value = fn, dict(inputs), dict(outputs), set(pass_by_value)
+        self._tensors = {uid: SimpleNamespace(uid=uid, is_virtual=False, is_pass_by_value=uid in self.pass_by_value)
+                         for uid in [*self.inputs.values(), *self.outputs.values()]}
+        self.nodes = [SimpleNamespace(node_type=SimpleNamespace(name=kind),
+                                      outputs={name: self._tensors[uid] for name, uid in self.outputs.items()})]
+
+    def get_outputs(self):
+        return [self._tensors[uid] for uid in self.outputs.values()]
+
+    def find_tensor(self, uid):
+        return self._tensors.get(uid)
+
+    def execute(self, pack, workspace=None, handle=None):
+        got = self.fn(**{name: pack[uid] for name, uid in self.inputs.items()})
+        for name, uid in self.outputs.items():
+            pack[uid].copy_(got[name])
+
+    def execute_plan_at_index(self, pack, workspace=None, index=0, handle=None):
+        self.execute(pack, workspace, handle)
+
+
 def colab_setup_cell(setup: str, clone_from: str, course: Path, cwd: Path) -> tuple[str, str]:
     """Run a setup cell's source up to ``import helpers as H`` as Colab would (``google.colab`` imported, a fresh
     process): its clone of the course repository comes from ``clone_from`` (a file URL) into ``course`` instead of

@@ -41,6 +41,20 @@ def test_a_correct_answer_passes_in_one_line(demo, capsys):
     assert capsys.readouterr().out == "✓ 99.double: correct\n"
 
 
+def test_a_notebook_shows_the_verdict_once(demo, capsys):
+    """``exercise`` prints the line; the returned Verdict, a cell's last value, adds nothing to the cell's output
+    (IPython's formatter finds ``_ipython_display_`` and formats nothing), while callers still get the object."""
+    IPython = pytest.importorskip("IPython")
+    from IPython.core.formatters import DisplayFormatter
+
+    verdict = X.exercise(demo, lambda v: 2 * v)
+    assert capsys.readouterr().out == "✓ 99.double: correct\n"
+    assert verdict.status == "passed" and str(verdict) == "✓ 99.double: correct"
+    assert DisplayFormatter().format(verdict) == ({}, {})
+    assert capsys.readouterr().out == "", "displaying the verdict prints nothing more"
+    assert IPython.version_info >= (7,)
+
+
 @pytest.mark.parametrize("answer, expected", [
     (lambda v: v, "✗ 99.double: it returns its input unchanged; double it"),
     (lambda v: v + 2, "✗ 99.double: double(21) gave 23, want 42"),

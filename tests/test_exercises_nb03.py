@@ -48,6 +48,55 @@ def test_a_numpy_integer_is_an_index():
     assert nb03.plan_index(np.int64(3), 35) == 3
 
 
+# ------------------------------------------------------------------ CPU: the pick must come from timing
+def _table(results):
+    """A ``time_plans``-shaped table: one row per plan with its result (and a median where it was timed)."""
+    import pandas as pd
+
+    rows = {i: dict(name=f"eng{i}", result=r, median_ms=0.02 if r in ("timed", "cut off") else float("nan"))
+            for i, r in enumerate(results)}
+    return pd.DataFrame.from_dict(rows, orient="index").rename_axis("plan")
+
+
+def test_an_index_returned_without_running_the_plans_fails_whatever_it_is():
+    """The loophole: ``return 0`` passed whenever the heuristic's pick was within 5 % of the fastest. Now the
+    plans the answer ran decide first: none run, none timed."""
+    table = _table(["timed", "build failed: not supported", "timed", "cut off"])
+    nb03.require_timed(0, table, {0, 2, 3})                    # every plan that builds ran: fine
+    nb03.require_timed(2, table, {0, 1, 2, 3})
+    with pytest.raises(X.Wrong) as caught:
+        nb03.require_timed(0, table, set())
+    assert str(caught.value) == ("it returned plan 0 without running any plan: time each plan that builds "
+                                 "(execute_plan_at_index) and return the fastest by measurement")
+    with pytest.raises(X.Wrong) as caught:
+        nb03.require_timed(0, table, {0})
+    assert str(caught.value) == ("it returned plan 0 after running 1 of the 3 plans that build here (not plan 2, 3): "
+                                 "time every plan that builds, then pick")
+
+
+def test_the_plans_an_answer_runs_are_recorded_with_their_indices():
+    """What the checker records while the answer times plans (the stand-in takes the graph's place)."""
+    import torch
+
+    from helpers.exercises.graph_runs import recording
+    from tests.support import StandInGraph
+
+    graph = StandInGraph(lambda x: {"y": x}, {"x": 1}, {"y": 2})
+    pack = {1: torch.ones(2), 2: torch.zeros(2)}
+
+    def times_plans_1_and_2(graph, pack):
+        for index in (1, 2, 2):
+            graph.execute_plan_at_index(pack, None, index=index)
+        return 0
+
+    with recording(detail=False, classes=(StandInGraph,)) as runs:
+        returned = times_plans_1_and_2(graph, pack)
+    assert runs.plans_of(graph) == {1, 2}
+    with pytest.raises(X.Wrong, match=r"^it returned plan 0 after running 2 of the 3 plans that build here \(not "
+                                      r"plan 0\)"):
+        nb03.require_timed(returned, _table(["timed"] * 3), runs.plans_of(graph))
+
+
 # ------------------------------------------------------------------ CPU: the notebook's cells
 
 
@@ -78,6 +127,11 @@ def plan_name_instead_of_index(graph, pack):
 
 def one_past_the_last(graph, pack):
     return graph.get_execution_plan_count()
+
+
+def return_zero(graph, pack):
+    """The heuristic's first choice, untimed: right only by luck."""
+    return 0
 
 
 def heuristics_first_choice(graph, pack):
@@ -125,6 +179,8 @@ WRONG = [
     ("03.fastest_plan", slowest_plan, r"is the slowest plan|% more than the fastest, plan"),
     ("03.fastest_plan", plan_name_instead_of_index, r"return the plan's index \(an int\), not its name"),
     ("03.fastest_plan", one_past_the_last, r"does not exist: the graph has"),
+    ("03.fastest_plan", return_zero, r"^it returned plan 0 without running any plan: time each plan that builds"),
+    ("03.fastest_plan", heuristics_first_choice, r"^it returned plan \d+ without running any plan"),
     ("03.replay_choice", first_plan_instead, "plan 0 is "),
     ("03.replay_choice", found_by_name_not_built, "is the saved plan but it does not run"),
 ]
@@ -139,10 +195,13 @@ def test_a_wrong_answer_fails_with_one_line_saying_why(key, answer, message):
 
 
 @requires_gpu
-def test_the_heuristics_first_choice_passes_only_within_the_noise():
-    """Untimed, the heuristic's pick is right only when no plan beats it by more than the noise: the checker
-    either accepts it as within the allowance or names it and the measured gap."""
-    verdict = graded("03.fastest_plan", heuristics_first_choice)
+def test_a_timed_pick_of_the_heuristics_first_choice_passes_only_within_the_noise():
+    """Every plan timed, then the heuristic's first choice (the first plan that builds) returned anyway: the
+    checker accepts it as within the allowance or names the measured gap."""
+    def times_then_returns_zero(graph, pack):
+        return min(_medians(graph, pack))
+
+    verdict = graded("03.fastest_plan", times_then_returns_zero)
     if verdict:
         assert "is the fastest" in verdict.message or "within" in verdict.message, verdict.message
     else:

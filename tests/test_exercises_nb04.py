@@ -14,8 +14,8 @@ import torch.nn.functional as F
 import helpers as H
 import helpers.exercises as X
 from helpers.checking import rel_error, tolerance
-from helpers.exercises import nb04
-from tests.support import graded, requires_gpu
+from helpers.exercises import graph_runs, nb04
+from tests.support import StandInGraph, graded, requires_gpu
 
 ROOT = Path(__file__).resolve().parent.parent
 KEYS = ("04.silu_amax", "04.scaled_relu", "04.fp8_matmul_amax")
@@ -196,6 +196,81 @@ def test_counting_validates_counts_graph_builds_and_restores_validate():
     assert cudnn.pygraph.validate is original
 
 
+# ------------------------------------------------------------------ CPU: the point of each exercise (graph_runs)
+def _epilogue_stand_in(outputs=("y", "amax")):
+    """A stand-in graph (torch inside) computing silu(a @ b + bias) and its per-entry AMAX, writing ``outputs``."""
+    def fn(a, b, bias):
+        y = F.silu(a.float() @ b.float() + bias.float())
+        return {"y": y, "amax": y.abs().amax(dim=(1, 2), keepdim=True)}
+
+    uids = {"y": 4, "amax": 5}
+    return StandInGraph(lambda a, b, bias: {k: v for k, v in fn(a, b, bias).items() if k in outputs},
+                        {"a": 1, "b": 2, "bias": 3}, {name: uids[name] for name in outputs})
+
+
+def _silu_runs(silu_t, plan):
+    """(y, amax, runs) after ``plan``: "one" graph, "two" graphs (the AMAX from the second), "extra" (one graph
+    writes both, another runs too), "torch" (the AMAX by torch)."""
+    batch, m, _, n = nb04.SILU_SHAPE
+    y, amax = torch.empty(batch, m, n), torch.empty(batch, 1, 1)
+    pack = {1: silu_t["a"], 2: silu_t["b"], 3: silu_t["bias"], 4: y, 5: amax}
+    with graph_runs.recording(classes=(StandInGraph,)) as runs:
+        if plan in ("one", "extra"):
+            _epilogue_stand_in().execute(pack)
+        if plan == "extra":
+            _epilogue_stand_in().execute({**pack, 4: torch.empty_like(y), 5: torch.empty_like(amax)})
+        if plan in ("two", "torch"):
+            _epilogue_stand_in(("y",)).execute(pack)
+        if plan == "two":
+            _epilogue_stand_in(("amax",)).execute({**pack, 4: torch.empty_like(y)})
+        if plan == "torch":
+            amax.copy_(y.abs().amax(dim=(1, 2), keepdim=True))
+    return y, amax, runs
+
+
+@pytest.mark.parametrize("plan, message", [
+    ("two", "y and amax come from 2 separate cuDNN graphs: the point is one graph — put the AMAX reduction in the "
+            "graph that computes y"),
+    ("extra", "the result is right, but one call executed 2 cuDNN graphs: the point is one graph that computes y "
+              "and amax"),
+    ("torch", "amax was not written by a cuDNN graph: no execute had amax as an output in its variant pack"),
+])
+def test_y_and_its_amax_must_come_from_one_execute_of_one_graph(silu_t, plan, message):
+    """The loophole: an AMAX from a second cuDNN graph passes every kernel check (both graphs are cuDNN)."""
+    y, amax, runs = _silu_runs(silu_t, "one")
+    nb04.one_graph_wrote(runs, dict(y=y, amax=amax), "the AMAX reduction")
+    y, amax, runs = _silu_runs(silu_t, plan)
+    with pytest.raises(X.Wrong) as caught:
+        nb04.one_graph_wrote(runs, dict(y=y, amax=amax), "the AMAX reduction")
+    assert str(caught.value).startswith(message), str(caught.value)
+
+
+def _scaled_relu_runs(relu_t, alpha, *, by_value=True, passed=None):
+    """runs of one run(alpha): a stand-in graph whose alpha (uid 6) is pass-by-value (or a device tensor
+    refreshed with fill_), bound to ``passed`` (default alpha)."""
+    graph = StandInGraph(lambda a, b, bias, alpha: {"y": F.relu(alpha.item() * (a.float() @ b.float())
+                                                                + bias.float())},
+                         {"a": 1, "b": 2, "bias": 3, "alpha": 6}, {"y": 4}, pass_by_value=(6,) if by_value else ())
+    value = alpha if passed is None else passed
+    scalar = torch.full((1, 1, 1), value) if by_value else torch.empty(1, 1, 1).fill_(value)
+    with graph_runs.recording(classes=(StandInGraph,)) as runs:
+        graph.execute({1: relu_t["a"], 2: relu_t["b"], 3: relu_t["bias"], 4: relu_t["y"], 6: scalar})
+    return runs
+
+
+def test_alpha_must_be_passed_by_value_at_every_execute(relu_t):
+    nb04.alpha_by_value(_scaled_relu_runs(relu_t, 0.5), relu_t["y"], 0.5)
+    with pytest.raises(X.Wrong) as caught:   # the loophole: a device alpha refreshed with fill_
+        nb04.alpha_by_value(_scaled_relu_runs(relu_t, 0.5, by_value=False), relu_t["y"], 0.5)
+    assert str(caught.value).startswith("run(0.5) gives the right y, but alpha is not passed by value: the graph "
+                                        "has no pass-by-value scalar"), str(caught.value)
+    with pytest.raises(X.Wrong, match=r"^run\(-1.75\) gives the right y, but the graph's pass-by-value scalar held "
+                                      r"1, not alpha"):
+        nb04.alpha_by_value(_scaled_relu_runs(relu_t, -1.75, passed=1.0), relu_t["y"], -1.75)
+    with pytest.raises(X.Wrong, match=r"^y was not written by a cuDNN graph"):
+        nb04.alpha_by_value(graph_runs.GraphRuns(), relu_t["y"], 0.5)
+
+
 def test_without_fp8_hardware_the_fp8_exercise_is_skipped_not_failed():
     if H.gate("fp8").ok:
         pytest.skip("this machine runs FP8")
@@ -304,8 +379,48 @@ def fp8_without_descales(a8, b8, descale_a, descale_b):
     return y, amax
 
 
+def amax_from_a_second_graph(a, b, bias):
+    """Right numbers from two cuDNN graphs: y from the first, the AMAX from the second (which writes its own y)."""
+    solution = H.solution("04.silu_amax")
+    y, _ = solution(a, b, bias)
+    _, amax = solution(a, b, bias)
+    return y, amax
+
+
+def alpha_on_the_device_refreshed_with_fill(a, b, bias, y):
+    """alpha as a 1x1x1 device tensor in the graph, refreshed with fill_ (a kernel) before each execute."""
+    from helpers.recipes import new_graph
+
+    g = new_graph(a.dtype)
+    io = H.GraphIO(g)                                    # mixed dtypes: alpha stays fp32
+    alpha_dev = torch.ones(1, 1, 1, device="cuda", dtype=torch.float32)
+    scaled = g.mul(g.matmul(io.input("a", a), io.input("b", b), compute_data_type=torch.float32),
+                   io.input("alpha", alpha_dev))
+    io.output("y", g.relu(g.add(scaled, io.input("bias", bias))), y)
+    H.build(g)
+    ws = H.workspace_for(g)
+
+    def run(alpha):
+        alpha_dev.fill_(alpha)
+        g.execute(io.pack(), ws, handle=H.get_handle())
+
+    return run
+
+
+def fp8_amax_from_a_second_graph(a8, b8, descale_a, descale_b):
+    solution = H.solution("04.fp8_matmul_amax")
+    y, _ = solution(a8, b8, descale_a, descale_b)
+    _, amax = solution(a8, b8, descale_a, descale_b)
+    return y, amax
+
+
 WRONG = [
     ("04.silu_amax", gelu_left_in, "y is GELU(a @ b + bias): the activation is still GELU"),
+    ("04.silu_amax", amax_from_a_second_graph, "y and amax come from 2 separate cuDNN graphs: the point is one graph"),
+    ("04.scaled_relu", alpha_on_the_device_refreshed_with_fill,
+     "run(0.5) gives the right y, but alpha is not passed by value"),
+    ("04.fp8_matmul_amax", fp8_amax_from_a_second_graph,
+     "y and amax come from 2 separate cuDNN graphs: the point is one graph"),
     ("04.silu_amax", one_amax_in_total, "amax is one number (shape (1, 1, 1))"),
     ("04.silu_amax", amax_of_the_pre_activation, "amax is taken on the pre-activation"),
     ("04.silu_amax", amax_by_torch, "the result is right, but torch kernels ran next to the graph"),

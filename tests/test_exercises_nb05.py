@@ -12,7 +12,7 @@ import torch
 import helpers as H
 import helpers.exercises as X
 from helpers.exercises import nb05
-from tests.support import graded, requires_gpu
+from tests.support import StandInGraph, graded, requires_gpu
 
 ROOT = Path(__file__).resolve().parent.parent
 KEYS = ("05.sliding_window", "05.merge_chunks")
@@ -107,11 +107,50 @@ def test_sliding_window_wants_the_graph_with_an_sdpa_node():
             return g
         return sliding_window_sdpa
 
-    assert nb05.grade_sliding_window(answer_with("sdpa"), device="cpu").startswith("correct")
     with pytest.raises(X.Wrong, match="has no sdpa node"):
         nb05.grade_sliding_window(answer_with("matmul"), device="cpu")
     with pytest.raises(X.Wrong, match="return the cuDNN graph you built and executed, not a str"):
         nb05.grade_sliding_window(band_answer(), device="cpu")
+
+
+def test_an_unexecuted_sdpa_graph_next_to_a_torch_output_is_refused():
+    """The loophole: return an SDPA graph that never ran, and fill o with torch. o is right; its writer is not."""
+    pytest.importorskip("cudnn")
+    from helpers.recipes import sdpa
+
+    def sliding_window_sdpa(q, k, v, o, window):
+        band_answer()(q, k, v, o, window)                       # torch writes o
+        meta = [t.to("meta") for t in (q, k, v)]
+        return sdpa.forward_graph(*meta, causal=True, attn_scale=0.125, generate_stats=False)[0]   # never executed
+
+    with pytest.raises(X.Wrong) as caught:
+        nb05.grade_sliding_window(sliding_window_sdpa, device="cpu")
+    assert str(caught.value) == ("window=32: o was not written by a cuDNN graph: the graph you returned never ran — "
+                                 "execute the graph you return, with o as its output")
+
+
+def _stand_in_band(then=None):
+    """A sliding-window answer whose graph is a ``StandInGraph`` of kind SDPA (torch inside), executed into o;
+    ``then(o)`` runs after the graph (torch writing o again)."""
+    def sliding_window_sdpa(q, k, v, o, window):
+        def attend(q, k, v):
+            visible = nb05.band(q.shape[2], window, device=q.device)
+            return {"O": _torch_attention(q, k, v, 1 / math.sqrt(q.shape[-1]), visible)[0]}
+
+        graph = StandInGraph(attend, {"q": 1, "k": 2, "v": 3}, {"O": 4}, kind="SDPA")
+        graph.execute({1: q, 2: k, 3: v, 4: o})
+        if then is not None:
+            then(o)
+        return graph
+    return sliding_window_sdpa
+
+
+def test_sliding_window_wants_o_as_the_returned_graph_left_it():
+    watched = dict(device="cpu", classes=(StandInGraph,))
+    assert nb05.grade_sliding_window(_stand_in_band(), **watched).startswith("correct — windows 32 and 96")
+    with pytest.raises(X.Wrong, match=r"^window=32: o changed after your cuDNN graph wrote it: something else wrote "
+                                      r"o last"):
+        nb05.grade_sliding_window(_stand_in_band(then=lambda o: o.neg_()), **watched)
 
 
 # ------------------------------------------------------------------ 05.merge_chunks on CPU
@@ -133,6 +172,51 @@ def test_merge_chunks_accepts_the_exact_merge():
 def test_merge_chunks_names_the_mistake(answer, message):
     with pytest.raises(X.Wrong, match=message):
         nb05.grade_merge_chunks(answer, device="cpu")
+
+
+def _stand_in_chunks(stats=True):
+    """A merge_chunks answer whose per-chunk forward is a ``StandInGraph`` of kind SDPA (torch inside), with or
+    without a Stats output; the merge itself is torch's, as in the reference."""
+    def merge_chunks(q, chunks, attn_scale):
+        outs, lses = [], []
+        for k, v in chunks:
+            def forward(q, k, v):
+                o, lse = _torch_attention(q, k, v, attn_scale)
+                return {"O": o, "Stats": lse}
+
+            o_c, lse_c = torch.empty_like(q), torch.empty(*q.shape[:3], 1)
+            graph = StandInGraph(forward, {"q": 1, "k": 2, "v": 3}, {"O": 4, **({"Stats": 5} if stats else {})},
+                                 kind="SDPA")
+            if stats:
+                graph.execute({1: q, 2: k, 3: v, 4: o_c, 5: lse_c})
+            else:   # Stats from torch next to a graph that writes O only
+                graph.execute({1: q, 2: k, 3: v, 4: o_c})
+                lse_c = _torch_attention(q, k, v, attn_scale)[1]
+            outs.append(o_c.float())
+            lses.append(lse_c)
+        lse = torch.logsumexp(torch.stack(lses), dim=0)
+        return sum(torch.exp(l - lse) * o for l, o in zip(lses, outs)).to(q.dtype), lse
+    return merge_chunks
+
+
+def test_merge_chunks_wants_one_cudnn_forward_with_stats_per_chunk():
+    """The loophole: torch over the concatenated chunks gives the right numbers with no cuDNN graph at all."""
+    watched = dict(device="cpu", need_graphs=True, classes=(StandInGraph,))
+    assert nb05.grade_merge_chunks(_stand_in_chunks(), **watched).startswith("correct — 2 chunks merged")
+
+    def torch_over_all_chunks(q, chunks, attn_scale):
+        k_all, v_all = (torch.cat([c[i] for c in chunks], dim=2) for i in (0, 1))
+        o, lse = _torch_attention(q, k_all, v_all, attn_scale)
+        return o, lse
+
+    assert nb05.grade_merge_chunks(torch_over_all_chunks, device="cpu").startswith("correct")   # unwatched: it passed
+    with pytest.raises(X.Wrong) as caught:
+        nb05.grade_merge_chunks(torch_over_all_chunks, **watched)
+    assert str(caught.value) == ("no cuDNN SDPA graph ran over chunk 1's keys and values: the merge must combine one "
+                                 "cuDNN forward (generate_stats=True) per chunk")
+    with pytest.raises(X.Wrong, match=r"^the cuDNN SDPA graph of chunk 1 wrote no Stats: build it with "
+                                      r"generate_stats=True"):
+        nb05.grade_merge_chunks(_stand_in_chunks(stats=False), **watched)
 
 
 def test_merge_chunks_wants_a_pair_of_the_right_shapes():
@@ -193,6 +277,45 @@ def test_merge_chunks_rejects_an_average_of_cudnn_outputs():
 
     verdict = graded("05.merge_chunks", merge_chunks)
     assert verdict.status == "failed" and "averaged the chunks' outputs" in verdict.message, verdict.message
+
+
+@requires_gpu
+def test_sliding_window_rejects_an_unexecuted_graph_next_to_torch_sdpa():
+    """The loophole of issue 25: the graph is built and returned, never executed; torch's SDPA fills o."""
+    import torch.nn.functional as F
+
+    def sliding_window_sdpa(q, k, v, o, window):
+        cudnn = H.load_cudnn()
+        g = cudnn.pygraph(io_data_type=q.dtype, intermediate_data_type=torch.float32,
+                          compute_data_type=torch.float32, handle=H.get_handle())
+        io = H.GraphIO(g, dtype=q.dtype)
+        out, _ = g.sdpa(io.input("q", q), io.input("k", k), io.input("v", v), attn_scale=q.shape[-1] ** -0.5,
+                        generate_stats=False, diagonal_alignment=cudnn.diagonal_alignment.TOP_LEFT,
+                        diagonal_band_right_bound=0, diagonal_band_left_bound=window)
+        io.output("o", out, o)
+        H.build(g)                                                          # built, never executed
+        o.copy_(F.scaled_dot_product_attention(q, k, v, attn_mask=nb05.band(q.shape[2], window, device=q.device)))
+        return g
+
+    verdict = graded("05.sliding_window", sliding_window_sdpa)
+    assert verdict.status == "failed", verdict
+    assert verdict.message.startswith("window=32: o was not written by a cuDNN graph: the graph you returned never "
+                                      "ran"), verdict.message
+
+
+@requires_gpu
+def test_merge_chunks_rejects_torch_over_the_concatenated_chunks():
+    import torch.nn.functional as F
+
+    def merge_chunks(q, chunks, attn_scale):
+        k_all, v_all = (torch.cat([c[i] for c in chunks], dim=2) for i in (0, 1))
+        o = F.scaled_dot_product_attention(q, k_all, v_all, scale=attn_scale)
+        scores = (q.float() @ k_all.float().transpose(-1, -2)) * attn_scale
+        return o, torch.logsumexp(scores, dim=-1, keepdim=True)
+
+    verdict = graded("05.merge_chunks", merge_chunks)
+    assert verdict.status == "failed", verdict
+    assert verdict.message.startswith("no cuDNN SDPA graph ran over chunk 1's keys and values"), verdict.message
 
 
 # ------------------------------------------------------------------ the verdict: H.check's, on CPU

@@ -106,8 +106,31 @@ def returns_the_built_graph(a, b, c):
     return graph.serialize(as_bytes=True), graph
 
 
+def torch_product_next_to_an_unexecuted_reload(a, b, c):
+    """The loophole: a real blob, a real (empty, reloaded) graph that never runs, and c from torch."""
+    graph, _ = _matmul(a, b)
+    blob = graph.serialize(as_bytes=True)
+    fresh = _cudnn().pygraph(handle=H.get_handle())
+    fresh.deserialize(H.get_handle(), blob)
+    c.copy_(a @ b)
+    return blob, fresh
+
+
+def reload_into_scratch_and_torch_into_c(a, b, c):
+    graph, _ = _matmul(a, b)
+    blob = graph.serialize(as_bytes=True)
+    fresh = _reload_and_run(blob, {11: a, 12: b, 13: torch.empty_like(c)})
+    c.copy_(a @ b)
+    return blob, fresh
+
+
 @requires_gpu
 @pytest.mark.parametrize("answer, expected", [
+    (torch_product_next_to_an_unexecuted_reload,
+     "✗ 06.round_trip: c was not written by a cuDNN graph: the graph you returned never ran — execute the reloaded "
+     "graph with {uid: tensor} so that it writes c"),
+    (reload_into_scratch_and_torch_into_c, "✗ 06.round_trip: c was not written by a cuDNN graph: no execute had c as "
+                                           "an output in its variant pack"),
     (forgets_set_uid, "✗ 06.round_trip: your plan does not run when fed {11: a, 12: b, 13: c}"),
     (forgets_the_output_uid, "✗ 06.round_trip: your plan does not run when fed {11: a, 12: b, 13: c}"),
     (returns_the_built_graph, "✗ 06.round_trip: the graph you returned holds 1 op(s) of its own"),

@@ -180,6 +180,16 @@ def serve_without_cache(x, w, b, graphs, cache):
     return _run(*graphs[tuple(x.shape)], x, y)
 
 
+def serve_builds_but_computes_with_torch(x, w, b, graphs, cache):
+    """The loophole: the graphs are built and kept as asked, and y comes from torch."""
+    from helpers.recipes import conv_bias_relu
+
+    y = _out(x, w)
+    if tuple(x.shape) not in graphs:
+        graphs[tuple(x.shape)] = _conv_graph(x, w, b, y, cache)
+    return y.copy_(conv_bias_relu.reference(dict(x=x, w=w, b=b)).to(y.dtype))
+
+
 # ------------------------------------------------------------------ GPU: wrong answers to exercise 3
 def restore_into_nothing(text):
     return H.load_cudnn().create_kernel_cache()
@@ -205,6 +215,8 @@ WRONG = [
     ("07.serve", serve_keyed_by_request, "graphs holds 3 entries after 2 distinct batch sizes:"),
     ("07.serve", serve_one_key_for_all, "your code raised ValueError: x: replacement is"),
     ("07.serve", serve_without_cache, "the graph was built without a kernel cache"),
+    ("07.serve", serve_builds_but_computes_with_torch, "request 1 (batch 2): y was not written by a cuDNN graph: no "
+                                                       "execute had y as an output in its variant pack"),
     ("07.restore_cache", restore_into_nothing, "the cache you returned was empty"),
     ("07.restore_cache", restore_returns_the_text, "restore_cache returned a string"),
 ]

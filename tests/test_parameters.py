@@ -79,6 +79,8 @@ BAD = [
     ("03", {"HEUR_MODES": ["A"]}, ["HEUR_MODES = ['A']", "cudnn.heur_mode.A, cudnn.heur_mode.B"]),
     *ints("03", "WARMUP", value=-1, low=0), *ints("03", "ITERS", "SWEEP_ITERS", "TOP_K"),
     ("03", {"MAX_MS": 0}, ["MAX_MS = 0", "number > 0"]),
+    ("03", {"GEMM_SHAPE": (8192, 8192, 8192)}, ["GEMM_SHAPE = (8192, 8192, 8192)", "(batch, M, K, N)"]),
+    ("03", {"GEMM_TUNE_BUDGET_S": 0}, ["GEMM_TUNE_BUDGET_S = 0", "number > 0"]),
     ("03", {"SEED": -1}, SEED_BAD),
 
     ("04", {"SMALL": (1, 8192, 1024)}, ["SMALL = (1, 8192, 1024)", "(batch, M, K, N)"]),

@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
@@ -72,6 +73,19 @@ def test_matmul_bias_act_graph_and_reference():
     cpu = matmul_bias_act.make_tensors(1, 4, 8, 3, dtype=torch.float32, device="cpu")
     assert torch.allclose(matmul_bias_act.reference(cpu, act="relu"),
                           torch.relu(cpu["x"] @ cpu["w"] + cpu["b"]))
+
+
+def test_gemm_amax_graph_has_a_column_major_w_and_a_scalar_amax_output():
+    t = matmul_bias_act.make_gemm_amax_tensors(1, 16, 32, 64, dtype=torch.bfloat16, **META)
+    assert t["w"].shape == (1, 32, 64) and t["w"].stride() == (2048, 1, 32)   # K×N, column-major
+    assert t["amax"].shape == (1, 1, 1) and t["amax"].dtype == torch.float32
+    graph, io = matmul_bias_act.gemm_amax_graph(t)
+    assert _nodes(graph) == [("matmul", "MATMUL"), ("amax", "REDUCTION")]
+    assert list(io.uids) == ["x", "w", "y", "amax"]
+    cpu = matmul_bias_act.make_gemm_amax_tensors(1, 4, 8, 3, dtype=torch.float32, device="cpu")
+    y, amax = matmul_bias_act.gemm_amax_reference(cpu)
+    assert torch.allclose(y, cpu["x"] @ cpu["w"]) and amax.shape == (1, 1, 1)
+    assert amax.item() == (cpu["x"] @ cpu["w"]).abs().max().item()
 
 
 def test_sdpa_forward_graph_is_causal_top_left_with_stats_for_gqa():
@@ -241,7 +255,8 @@ def test_plot_sweep_draws_one_series_per_path_in_role_colours(kind):
     if kind == "line":
         colours = {l.get_label(): to_hex(l.get_color()) for l in ax.get_lines() if not l.get_label().startswith("_")}
         assert colours["cuDNN frontend graph"] == H.plotting.COLORS["cudnn"] and colours["torch MATH"] == "#123456"
-        assert len([l for l in ax.get_lines() if l.get_label() == "torch MATH"][0].get_xdata()) == 2  # skipped point left out
+        math_line = [l for l in ax.get_lines() if l.get_label() == "torch MATH"][0]
+        assert list(math_line.get_xdata()) == [512, 1024, 2048] and np.isnan(math_line.get_ydata()[2])  # skipped: a gap
     else:
         assert len(ax.patches) == 3 + 3 + 2
     with pytest.raises(KeyError, match="no column"):

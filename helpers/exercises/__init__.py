@@ -6,7 +6,7 @@ In a notebook::
         ...
     H.exercise("02.residual", residual_block)
 
-prints one line and returns a ``Verdict``:
+prints one line and returns a ``Verdict`` (which a notebook does not display again as the cell's value):
 
     ✓ 02.residual: correct — one kernel, rel err 1.7e-03
     ✗ 02.residual: the output is correct but it launched 3 kernels; the point is one
@@ -14,7 +14,9 @@ prints one line and returns a ``Verdict``:
 
 A checker is a function registered with ``@checker("NN.name")`` in ``helpers/exercises/nbNN.py``; it
 calls the learner's answer on its own inputs, compares with a PyTorch reference, returns a short
-success message, and raises ``Wrong("one line")`` for a wrong answer. Reference solutions live in
+success message, and raises ``Wrong("one line")`` for a wrong answer. Where the task is to compute with cuDNN,
+it also records the graphs the answer executed (``graph_runs.recording``) and requires that the graph wrote
+the outputs, and whatever the point of the exercise needs (one graph, a pass-by-value scalar, the plans timed). Reference solutions live in
 ``helpers/exercises/solutions/NN_*.py``; ``H.solution("NN.name")`` loads one, so a stored notebook can prove
 that its checkers accept a correct answer (``tools/student.py`` leaves them out of the student copy).
 """
@@ -60,6 +62,11 @@ class Verdict:
     def __str__(self) -> str:
         mark = {"passed": "✓", "failed": "✗", "not done": "…", "skipped": "–"}[self.status]
         return f"{mark} {self.exercise}: {self.message}"
+
+    def _ipython_display_(self) -> None:
+        """Show nothing as a cell's value: ``exercise`` has printed the verdict's one line already (without
+        this, a notebook cell ending in ``H.exercise(...)`` would show it twice, the line and then the repr).
+        ``print(verdict)`` shows the line again."""
 
 
 def agrees(out, ref, tol: float):

@@ -5,8 +5,10 @@
 
 Both use the conv → bias → ReLU recipe (notebook 02) on the checkers' own shape. The fastest plan is judged
 against the checker's own timing of every plan: a pick within the timing noise of the fastest passes, a
-slower one fails with the measured gap. torch and the GPU are touched only inside the functions, so this
-module imports on any machine.
+slower one fails with the measured gap. And the pick must come from timing: the checker records the plans the
+answer executed (``graph_runs.recording``), and an answer that did not run every plan that builds fails,
+whatever it returned (``return 0`` passes nothing). torch and the GPU are touched only inside the functions, so
+this module imports on any machine.
 """
 from __future__ import annotations
 
@@ -89,20 +91,41 @@ def head_to_head(graph, pack, a: int, b: int, rounds: int = 3, iters: int = 20) 
     return out
 
 
+def require_timed(index: int, table, ran: set) -> None:
+    """``Wrong`` in one line unless the answer executed every plan that the checker could time (``table``, as
+    ``autotune.time_plans`` returns it: a "timed" or "cut off" result) — ``ran``: the plan indices the answer
+    executed. The point of the exercise is the plan chosen by timing: an index returned without running the
+    plans is a guess, right or not."""
+    runnable = [int(i) for i in table.index[table["result"].isin(("timed", "cut off"))]]
+    missing = [i for i in runnable if i not in ran]
+    if not missing:
+        return
+    if not ran:
+        raise Wrong(f"it returned plan {index} without running any plan: time each plan that builds "
+                    f"(execute_plan_at_index) and return the fastest by measurement")
+    shown = ", ".join(map(str, missing[:5])) + (", ..." if len(missing) > 5 else "")
+    raise Wrong(f"it returned plan {index} after running {len(runnable) - len(missing)} of the {len(runnable)} "
+                f"plans that build here (not plan {shown}): time every plan that builds, then pick")
+
+
 # ------------------------------------------------------------------ 03.fastest_plan
 @checker("03.fastest_plan")
 def check_fastest_plan(answer):
     from ..device import require_gpu
     from ..recipes import autotune
+    from .graph_runs import recording
 
     require_gpu()
     t, ref = _problem(seed=3)
     graph, io = _planned_graph(t)
     count = graph.get_execution_plan_count()
-    index = plan_index(answer(graph, io.pack()), count)
+    with recording(detail=False) as runs:   # the plan indices only: no cost on the answer's timing
+        returned = answer(graph, io.pack())
+    index = plan_index(returned, count)
 
     # The checker's own pass over every plan, as section 5 does it (each plan checked against the reference).
     table = autotune.time_plans(graph, io.pack(), check=autotune.check_with(t["y"], ref), warmup=3, iters=15, max_ms=MAX_MS)
+    require_timed(index, table, runs.plans_of(graph))
     row = table.loc[index]
     if math.isnan(row["median_ms"]):  # not timed
         raise Wrong(f"plan {index} cannot be used here ({row['result']}): time only the plans that build and run")

@@ -7,7 +7,10 @@
 Each checker runs the answer on its own small inputs, compares with PyTorch in fp32 by norm and element-wise
 (the output dtype's tolerance; ``grade_output``, the course's grading cascade), names the usual mistake when the
 result matches a wrong formula instead, and rejects
-torch kernels running next to the graph (the epilogue and the AMAX belong inside it). The grading
+torch kernels running next to the graph (the epilogue and the AMAX belong inside it). From the executes it
+records (``graph_runs.recording``) it also requires the point of each exercise: y and its AMAX written by one
+execute of one graph (not the AMAX from a second graph), and alpha passed by value at every execute (not a device
+tensor refreshed with a kernel). The grading
 functions (``grade_*``) take plain tensors, so they work, and are tested, on the CPU as well; torch and the
 GPU are touched only inside functions, so this module imports on any machine.
 """
@@ -242,6 +245,43 @@ def graph_only(names: list, what: str) -> None:
                     f"inside the cuDNN graph")
 
 
+def one_graph_wrote(runs, outputs: dict, what: str) -> None:
+    """``Wrong`` in one line unless one execute of one graph wrote every tensor in ``outputs`` (name -> tensor) and
+    no other graph ran: the point of a fused epilogue (``runs``: the ``GraphRuns`` of one call; ``what`` names
+    the fused work in the message)."""
+    writers = {}
+    for name, tensor in outputs.items():
+        writer = runs.writer(tensor)
+        if writer is None:
+            raise Wrong(f"{name} was not written by a cuDNN graph: no execute had {name} as an output in its "
+                        f"variant pack — make it an output of your graph")
+        writers[name] = writer
+    graphs = runs.graphs()
+    if len({id(w.graph) for w in writers.values()}) > 1:
+        raise Wrong(f"{' and '.join(outputs)} come from {len(graphs)} separate cuDNN graphs: the point is one graph "
+                    f"— put {what} in the graph that computes {next(iter(outputs))}")
+    if len(graphs) > 1:
+        raise Wrong(f"the result is right, but one call executed {len(graphs)} cuDNN graphs: the point is one graph "
+                    f"that computes {' and '.join(outputs)}")
+
+
+def alpha_by_value(runs, y, alpha: float) -> None:
+    """``Wrong`` in one line unless the execute that wrote ``y`` during ``run(alpha)`` passed ``alpha`` by value:
+    a pass-by-value tensor of the graph, bound to a host value equal to ``alpha`` (``runs``: that call's runs)."""
+    import math
+
+    writer = runs.require_written(y, "y", how=f"run({alpha}) must execute the graph, with y as its output")
+    scalars = writer.scalars()
+    if not scalars:
+        raise Wrong(f"run({alpha}) gives the right y, but alpha is not passed by value: the graph has no "
+                    "pass-by-value scalar (a device tensor refreshed before each execute costs a kernel per call) "
+                    "— declare alpha from a 1x1x1 CPU tensor and put this call's value in the variant pack")
+    if not any(math.isclose(v, alpha, rel_tol=1e-6, abs_tol=1e-12) for v in scalars.values()):
+        shown = ", ".join(f"{v:g}" for v in scalars.values())
+        raise Wrong(f"run({alpha}) gives the right y, but the graph's pass-by-value scalar held {shown}, not "
+                    f"alpha: pass this call's alpha by value in the variant pack")
+
+
 @contextmanager
 def counting_validates():
     """A list that grows by one at every ``pygraph.validate()`` (every graph built) inside the block."""
@@ -264,16 +304,24 @@ def counting_validates():
 
 # ------------------------------------------------------------------ the checkers (GPU)
 def _call_profiled(answer, *args):
-    """The answer's first result and the kernels of its second call (``kernels_launched`` calls it twice;
-    both results stay alive, so the second call cannot find the first one's output in reused memory)."""
+    """The answer's first result, the kernels of its second call (``kernels_launched`` calls it twice; both
+    results stay alive, so the second call cannot find the first one's output in reused memory), and the graph
+    executes of the first call (``GraphRuns``; recorded without snapshots, so nothing is added to the kernels)."""
     import torch
 
     from ..profiling import kernels_launched
+    from .graph_runs import recording
 
-    results = []
-    names = kernels_launched(lambda: results.append(answer(*args)))
+    results, calls = [], []
+    with recording() as runs:
+        def call():
+            mark = len(runs)
+            results.append(answer(*args))
+            calls.append(runs.since(mark))
+
+        names = kernels_launched(call)
     torch.cuda.synchronize()
-    return results[0], names
+    return results[0], names, calls[0]
 
 
 @checker("04.silu_amax")
@@ -282,9 +330,10 @@ def check_silu_amax(answer) -> str:
     from ..device import working_dtype
 
     t = silu_inputs(dtype=working_dtype())  # needs a GPU: one line if there is none
-    result, names = _call_profiled(answer, t["a"], t["b"], t["bias"])
+    result, names, runs = _call_profiled(answer, t["a"], t["b"], t["bias"])
     message = grade_silu_amax(t, result)
     graph_only(names, "the activation and the AMAX")
+    one_graph_wrote(runs, dict(y=result[0], amax=result[1]), "the AMAX reduction")
     return message
 
 
@@ -296,9 +345,10 @@ def check_scaled_relu(answer) -> str:
     from ..checking import poison_
     from ..device import working_dtype
     from ..profiling import kernels_launched
+    from .graph_runs import recording
 
     t = relu_inputs(dtype=working_dtype())
-    with counting_validates() as builds:
+    with counting_validates() as builds, recording() as runs:
         run = answer(t["a"], t["b"], t["bias"], t["y"])
         if run is None or run is Ellipsis:
             raise NotDone("not done yet — return the function run(alpha)")
@@ -307,13 +357,14 @@ def check_scaled_relu(answer) -> str:
         worst = 0.0
         for i, alpha in enumerate(ALPHAS):
             poison_(t["y"])
-            before = len(builds)
+            before, mark = len(builds), len(runs)
             run(alpha)
             torch.cuda.synchronize()
             worst = max(worst, grade_scaled_relu(t, alpha, ALPHAS[:i]))
             if i and len(builds) > before:  # the first call may build a graph left unbuilt; later ones must not
                 raise Wrong(f"run({alpha}) gives the right y but built a graph again (validate() ran "
                             f"{len(builds) - before} time(s)): build once, then only execute with a new alpha")
+            alpha_by_value(runs.since(mark), t["y"], alpha)
     graph_only(kernels_launched(lambda: run(ALPHAS[0])), "the scale, the bias and the ReLU")
     return f"correct — {len(ALPHAS)} alphas, one graph, no rebuild; worst rel err {worst:.1e}"
 
@@ -322,7 +373,8 @@ def check_scaled_relu(answer) -> str:
 def check_fp8_matmul_amax(answer) -> str:
     """``answer(a8, b8, descale_a, descale_b)`` returns (y bf16, amax [1,1,1]) from one FP8 graph."""
     t = fp8_inputs()
-    result, names = _call_profiled(answer, t["a8"], t["b8"], t["descale_a"], t["descale_b"])
+    result, names, runs = _call_profiled(answer, t["a8"], t["b8"], t["descale_a"], t["descale_b"])
     message = grade_fp8_matmul_amax(t, result)
     graph_only(names, "the descales and the AMAX")
+    one_graph_wrote(runs, dict(y=result[0], amax=result[1]), "the AMAX reduction")
     return message

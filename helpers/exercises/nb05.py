@@ -8,6 +8,10 @@ Each checker calls the learner's function on its own small inputs, compares with
 table), and when the answer is wrong, tries the usual mistakes (each a PyTorch reference of its own, compared
 the same way) to say which one it is. The grading functions take a ``device`` so the tests can exercise the diagnoses on CPU with
 PyTorch-made answers; the registered checkers always run on the GPU.
+
+The outputs must come from cuDNN (``graph_runs.recording``): in ``05.sliding_window`` the graph the answer returns
+must have executed with ``o`` as its output, and nothing may write ``o`` after it; in ``05.merge_chunks`` every
+chunk's keys and values must have gone through an executed SDPA graph that writes Stats.
 """
 from __future__ import annotations
 
@@ -130,13 +134,17 @@ def _sliding_window_mistake(o, q, k, v, scale, window, device) -> str | None:
     return _first_match(o, candidates)
 
 
-def grade_sliding_window(answer, *, device="cuda", need_graph: bool = True) -> str:
+def grade_sliding_window(answer, *, device="cuda", need_graph: bool = True, classes: tuple | None = None) -> str:
     """Run ``answer(q, k, v, o, window)`` at each of ``SLIDING_WINDOWS`` on fresh inputs with a NaN-poisoned
     ``o``; the result must match sliding-window attention (scale 1/sqrt(D)), and (``need_graph``) the
-    returned object must be a graph with an sdpa node."""
+    returned object must be a graph with an sdpa node, executed with ``o`` as its output, and nothing may have
+    written ``o`` after it (``classes``: the graph classes to watch, as ``graph_runs.recording`` takes them)."""
+    import contextlib
+
     import torch
 
     from ..checking import poison_
+    from .graph_runs import recording
 
     b, h, s, d = SLIDING_SHAPE
     scale = 1 / math.sqrt(d)
@@ -144,7 +152,8 @@ def grade_sliding_window(answer, *, device="cuda", need_graph: bool = True) -> s
     for n, window in enumerate(SLIDING_WINDOWS):
         q, k, v = (_randn(SLIDING_SHAPE, 500 + 10 * n + t, device, torch.bfloat16) for t in range(3))
         o = poison_(torch.empty_like(q))
-        graph = answer(q, k, v, o, window)
+        with (recording(snapshot=True, classes=classes) if need_graph else contextlib.nullcontext()) as runs:
+            graph = answer(q, k, v, o, window)
         _sync(device)
         if graph is None or graph is Ellipsis:
             raise NotDone("not done yet — sliding_window_sdpa returned nothing; return the graph it built")
@@ -155,6 +164,11 @@ def grade_sliding_window(answer, *, device="cuda", need_graph: bool = True) -> s
         if missing:
             raise Wrong(where + f"{missing} of {o.numel()} elements of o were never written; execute the graph "
                         "with o as its output buffer")
+        if need_graph:
+            try:
+                runs.require_written(o, "o", by=graph, how="execute the graph you return, with o as its output")
+            except Wrong as exc:
+                raise Wrong(where + str(exc)) from None
         result = _compare(o, _attention(q, k, v, scale, band(s, window, device=device))[0])
         if result.ok:
             worst = max(worst, result.rel_err)
@@ -220,13 +234,44 @@ def _merge_stats_mistake(stats, q, chunks, scale, want) -> str | None:
     return _first_match(stats, candidates)
 
 
-def grade_merge_chunks(answer, *, device="cuda") -> str:
+def chunk_graphs_ran(runs, chunks) -> None:
+    """``Wrong`` unless, for every chunk, a recorded execute of a graph with an SDPA node bound that chunk's k
+    and v and had an output for the SDPA's Stats: one cuDNN forward with Stats per chunk."""
+    for c, (k, v) in enumerate(chunks, 1):
+        sdpa_runs = [run for run in runs if "SDPA" in run.node_kinds() and run.reads(k) and run.reads(v)]
+        if not sdpa_runs:
+            raise Wrong(f"no cuDNN SDPA graph ran over chunk {c}'s keys and values: the merge must combine one "
+                        "cuDNN forward (generate_stats=True) per chunk")
+        if not any(_writes_stats(run) for run in sdpa_runs):
+            raise Wrong(f"the cuDNN SDPA graph of chunk {c} wrote no Stats: build it with generate_stats=True "
+                        "and make Stats an output — the merge needs each chunk's Stats")
+
+
+def _writes_stats(run) -> bool:
+    """Whether ``run``'s SDPA node has a Stats output bound in that execute's variant pack."""
+    for node in getattr(run.graph, "nodes", None) or []:
+        stats = (getattr(node, "outputs", None) or {}).get("Stats")
+        if stats is not None and not getattr(stats, "is_virtual", True) and int(stats.uid) in run.buffers:
+            return True
+    return False
+
+
+def grade_merge_chunks(answer, *, device="cuda", need_graphs: bool | None = None, classes: tuple | None = None) -> str:
     """Run ``answer(q, chunks, attn_scale)``; its ``(o, stats)`` must match attention of q over all the
-    chunks' keys and the log-sum-exp of the scaled scores over all keys (fp32, [B, H, S, 1])."""
+    chunks' keys and the log-sum-exp of the scaled scores over all keys (fp32, [B, H, S, 1]), and
+    (``need_graphs``, default: on a GPU) each chunk must have gone through a cuDNN SDPA forward with Stats
+    (``chunk_graphs_ran``; ``classes`` as ``graph_runs.recording`` takes them)."""
+    import contextlib
+
     import torch
 
+    from .graph_runs import recording
+
+    if need_graphs is None:
+        need_graphs = str(device).startswith("cuda")
     q, chunks, scale = merge_inputs(device)
-    got = answer(q, chunks, scale)
+    with (recording(classes=classes) if need_graphs else contextlib.nullcontext()) as runs:
+        got = answer(q, chunks, scale)
     _sync(device)
     if got is None or got is Ellipsis:
         raise NotDone("not done yet — merge_chunks returned nothing; return (o, stats)")
@@ -250,6 +295,8 @@ def grade_merge_chunks(answer, *, device="cuda") -> str:
     for name, t in (("o", o), ("stats", stats)):
         if _unwritten(t):
             raise Wrong(f"{name} holds {_unwritten(t)} NaN elements (a buffer never written?)")
+    if need_graphs:
+        chunk_graphs_ran(runs, chunks)
     k_all = torch.cat([k for k, _ in chunks], dim=2)
     v_all = torch.cat([v for _, v in chunks], dim=2)
     want_o, want_stats = _attention(q, k_all, v_all, scale)

@@ -79,15 +79,18 @@ def _blame(result, what: str) -> str:
 # ---------------------------------------------------------------- 06.round_trip
 @checker("06.round_trip")
 def check_round_trip(answer) -> str:
-    """Runs the answer on our tensors; then reloads ITS bytes into a graph of ours and feeds that graph by UID
-    only, and feeds the graph it returned by UID too — each time with new data, poisoned output, vs torch."""
+    """Runs the answer on our tensors (c must be written by the graph it returns: ``graph_runs``); then reloads
+    ITS bytes into a graph of ours and feeds that graph by UID only, and feeds the graph it returned by UID too —
+    each time with new data, poisoned output, vs torch."""
     from ..errors import first_line
     from ..graphs import get_handle
     from ..libcudnn import load_cudnn
+    from .graph_runs import recording
 
     cudnn = load_cudnn(need_gpu=False)
     t = _tensors(seed=1)
-    result = answer(t["a"], t["b"], t["c"])
+    with recording(snapshot=True) as runs:
+        result = answer(t["a"], t["b"], t["c"])
     if result is None or result is Ellipsis:
         raise NotDone("not done yet — round_trip returns nothing; return (blob, reloaded)")
     if not isinstance(result, tuple) or len(result) != 2:
@@ -105,6 +108,9 @@ def check_round_trip(answer) -> str:
     first = _verdict(t)
     if not first.ok:
         raise Wrong(_blame(first, "after your run") + "; execute the reloaded graph with {uid: tensor}")
+    # c must be what the reloaded graph wrote: not torch's a @ b next to a reload that never ran.
+    runs.require_written(t["c"], "c", by=reloaded, how="execute the reloaded graph with {uid: tensor} so that it "
+                         "writes c")
 
     # Only the bytes travel to another process: reload them into a graph of ours, fed by the UIDs alone.
     ours = cudnn.pygraph(handle=get_handle())

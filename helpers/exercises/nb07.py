@@ -3,7 +3,8 @@
 - ``07.build_projection``: build y = x @ w + b for x [B, S, K] as a dynamic-shape graph on a given kernel
   cache; graded at three (B, S) that share one cache.
 - ``07.serve``: one built graph per shape for a stream of conv requests, every graph on one kernel cache, a
-  repeated shape served by the graph already built.
+  repeated shape served by the graph already built, and each ``y`` written by a graph's execute
+  (``graph_runs.recording``), not by torch next to graphs that were only built.
 - ``07.restore_cache``: load a serialized kernel cache into a new cache object.
 
 Each checker makes its own inputs and its own kernel cache, and needs a GPU (cuDNN builds need the driver).
@@ -150,6 +151,7 @@ def check_serve(serve):
     from ..device import require_gpu, working_dtype
     from ..recipes import conv_bias_relu
     from ..libcudnn import load_cudnn
+    from .graph_runs import recording
 
     require_gpu()
     cudnn = load_cudnn(need_gpu=False)
@@ -161,7 +163,8 @@ def check_serve(serve):
         for i, batch in enumerate(SERVE_BATCHES, 1):
             what = f"request {i} (batch {batch}{', a shape seen before' if batch in seen else ''})"
             x = conv_bias_relu.make_tensors(batch, SERVE_C, SERVE_HW, SERVE_K, dtype=dtype, seed=100 + i)["x"]
-            y = serve(x, w, b, graphs, cache)
+            with recording(snapshot=True) as runs:
+                y = serve(x, w, b, graphs, cache)
             if y is None or y is Ellipsis:
                 raise NotDone("not done yet — serve returns nothing; return y")
             want = (batch, SERVE_K, SERVE_HW, SERVE_HW)
@@ -172,6 +175,10 @@ def check_serve(serve):
             result = check(what, y, conv_bias_relu.reference(dict(x=x, w=w, b=b)), raise_on_fail=False, quiet=True)
             if not result.ok:
                 raise Wrong(f"{what}: wrong output ({_why(result)})")
+            try:  # y must be what a cuDNN graph wrote, not torch's conv next to graphs that were only built
+                runs.require_written(y, "y", how="execute the graph kept for this shape with y as its output")
+            except Wrong as exc:
+                raise Wrong(f"{what}: {exc}") from None
             if batch not in seen:
                 seen.append(batch)
             holds = (f"graphs holds {len(graphs)} entr{'y' if len(graphs) == 1 else 'ies'} after "

@@ -7,7 +7,7 @@ where it was taught. Each module names its teaching notebook.
 module              taught in    reused by
 ==================  ===========  =======================================================
 conv_bias_relu      02           03 (tuned), 06 (serialized), 07 (dynamic shapes)
-matmul_bias_act     04           07 (kernel cache), 08 (CUDA graphs)
+matmul_bias_act     04           03 (GEMM + AMAX plans), 07 (kernel cache), 08 (CUDA graphs)
 sdpa                05           06 (serialized), 08 (the custom op)
 autotune            03           04 (FP8 plans), 06 (the tuned plan, reloaded by name)
 plancache           06           (the plan cache is 06's own subject; nothing later reuses it yet)

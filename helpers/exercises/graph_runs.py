@@ -1,0 +1,272 @@
+"""Which cuDNN graphs an answer executed while it was graded, and with which buffers.
+
+A checker that compares an answer's output with PyTorch cannot tell who wrote the output: the cuDNN graph the
+answer built, or torch next to it. ``recording`` can. For the duration of a ``with`` block it wraps
+``cudnn.pygraph.execute`` and ``cudnn.pygraph.execute_plan_at_index`` so that every execute is recorded as a
+``GraphRun``: the graph, the plan index, the buffers its variant pack bound (by UID, auto-bound inputs included),
+the values of host scalars in it, and (``snapshot=True``) a copy of each output buffer as the graph left it::
+
+    with recording(snapshot=True) as runs:
+        graph = answer(q, k, v, o, window)
+    runs.require_written(o, "o", by=graph)     # Wrong unless that graph's execute wrote o, and nothing after it
+
+From the record a checker reads the evidence an exercise's point needs: the graph that wrote an output
+(``writer``), how many graphs ran (``graphs``), the pass-by-value scalars an execute passed (``GraphRun.scalars``),
+the plans executed on a graph (``plans_of``). Only the cuDNN frontend's Python graph is watched: torch's own
+cuDNN calls (its SDPA backend, convolutions) never appear here.
+"""
+from __future__ import annotations
+
+import functools
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any, Iterator
+
+from . import Wrong
+
+
+def graph_classes() -> tuple:
+    """The graph classes ``recording`` watches by default: ``cudnn.pygraph`` (tests pass stand-ins)."""
+    from ..libcudnn import load_cudnn
+
+    return (load_cudnn(need_gpu=False).pygraph,)
+
+
+def _pointer(obj) -> int | None:
+    """The device (or host) address a variant-pack entry binds: a tensor's ``data_ptr()``, an int as is."""
+    if type(obj) is int:
+        return obj
+    data_ptr = getattr(obj, "data_ptr", None)
+    if callable(data_ptr):
+        try:
+            return int(data_ptr())
+        except Exception:  # not addressable (meta tensors, ...)
+            return None
+    return None
+
+
+def _host_scalar(obj) -> float | None:
+    """The value of a one-element CPU tensor (how a pass-by-value scalar travels), else None."""
+    import torch
+
+    if isinstance(obj, torch.Tensor) and obj.device.type == "cpu" and obj.numel() == 1:
+        return float(obj.reshape(()).item())
+    return None
+
+
+def _uid_of_key(graph, key) -> int | None:
+    """The UID a variant-pack key names: an int, a graph tensor (``.uid``), a tensor name, a lowered tensor."""
+    if isinstance(key, bool):
+        return None
+    if isinstance(key, int):
+        return key
+    uid = getattr(key, "uid", None)
+    if isinstance(uid, int):
+        return uid
+    try:
+        if isinstance(key, str):
+            return int(graph.find_tensor(key).uid)
+        return int(key.get_uid())
+    except Exception:  # a key this graph does not know: the execute itself will say so
+        return None
+
+
+def bound_buffers(graph, tensor_dict, tensor_uids=None) -> dict:
+    """``{uid: buffer}`` one execute binds: the graph's auto-bound inputs, then the caller's pack (which wins),
+    keyed as the frontend keys it (by UID, graph tensor or name; or ``tensor_uids`` for a list of buffers)."""
+    bound = dict(getattr(graph, "_data_bindings", None) or {})
+    if tensor_uids is not None:
+        bound.update(zip(tensor_uids, tensor_dict))
+        return bound
+    if not isinstance(tensor_dict, dict):  # not a pack the frontend takes without tensor_uids: it raises, not us
+        return bound
+    for key, buffer in tensor_dict.items():
+        uid = _uid_of_key(graph, key)
+        if uid is not None:
+            bound[uid] = buffer
+    return bound
+
+
+@dataclass(eq=False)
+class GraphRun:
+    """One execute of a graph: its plan index (None where unknown), the buffers it bound by UID, the host scalars
+    among them, and (with ``snapshot``) each output buffer's contents right after the execute."""
+
+    graph: Any
+    plan: int | None = None
+    buffers: dict = field(default_factory=dict)
+    values: dict = field(default_factory=dict)
+    snapshots: dict = field(default_factory=dict)
+
+    def output_uids(self) -> set | None:
+        """UIDs of the graph's outputs, or None where the graph does not say (a deserialized graph has no ops)."""
+        try:
+            outputs = self.graph.get_outputs()
+        except Exception:
+            return None
+        uids = {int(t.uid) for t in outputs}
+        return uids or None
+
+    def uid_of(self, tensor) -> int | None:
+        """The UID under which this execute bound ``tensor``'s memory as an output (as any tensor, where the graph
+        does not say which are outputs), or None."""
+        address = _pointer(tensor)
+        if address is None:
+            return None
+        outputs = self.output_uids()
+        for uid, buffer in self.buffers.items():
+            if _pointer(buffer) == address and (outputs is None or uid in outputs):
+                return uid
+        return None
+
+    def reads(self, tensor) -> bool:
+        """Whether this execute bound ``tensor``'s memory at all (as an input or an output)."""
+        address = _pointer(tensor)
+        return address is not None and any(_pointer(b) == address for b in self.buffers.values())
+
+    def scalars(self) -> dict:
+        """``{uid: value}`` of the graph's pass-by-value tensors that this execute passed host values for."""
+        out = {}
+        for uid, value in self.values.items():
+            try:
+                tensor = self.graph.find_tensor(uid)
+            except Exception:
+                tensor = None
+            if tensor is not None and getattr(tensor, "is_pass_by_value", False):
+                out[uid] = value
+        return out
+
+    def node_kinds(self) -> list[str]:
+        """The graph's node types by name (``"SDPA"``, ``"MATMUL"``, ...); empty for a deserialized graph."""
+        return [getattr(getattr(n, "node_type", None), "name", "?") for n in (getattr(self.graph, "nodes", None) or [])]
+
+
+def _same_bytes(a, b) -> bool:
+    """Whether two tensors of one shape and dtype hold the same bits (NaN included); True where they cannot be
+    compared (another view of the memory)."""
+    if tuple(a.shape) != tuple(b.shape) or a.dtype != b.dtype or a.device != b.device:
+        return True
+    import torch
+
+    return torch.equal(a.detach().contiguous().reshape(-1).view(torch.uint8),
+                       b.detach().contiguous().reshape(-1).view(torch.uint8))
+
+
+class GraphRuns(list):
+    """The ``GraphRun`` of every execute inside a ``recording`` block, in order."""
+
+    def since(self, mark: int) -> "GraphRuns":
+        """The runs recorded after the first ``mark`` (take ``len(runs)`` before a call, ``since`` after it)."""
+        return GraphRuns(self[mark:])
+
+    def graphs(self) -> list:
+        """The distinct graphs executed, in the order each first ran."""
+        seen: list = []
+        for run in self:
+            if not any(run.graph is g for g in seen):
+                seen.append(run.graph)
+        return seen
+
+    def of_graph(self, graph) -> "GraphRuns":
+        return GraphRuns(run for run in self if run.graph is graph)
+
+    def plans_of(self, graph) -> set:
+        """The plan indices executed on ``graph``."""
+        return {run.plan for run in self.of_graph(graph) if run.plan is not None}
+
+    def writer(self, tensor) -> GraphRun | None:
+        """The last run that had ``tensor``'s memory as an output in its variant pack, or None."""
+        return next((run for run in reversed(self) if run.uid_of(tensor) is not None), None)
+
+    def require_written(self, tensor, name: str, *, by=None, how: str = "") -> GraphRun:
+        """The run that wrote ``tensor`` (named ``name`` in the messages). ``Wrong`` in one line unless a recorded
+        execute (of graph ``by``, where given) had it as an output, and — where that run kept a snapshot —
+        nothing changed it afterwards. ``how`` ends a message with what to do."""
+        tail = f" — {how}" if how else ""
+        writer = self.writer(tensor)
+        if writer is None:
+            if by is not None and not self.of_graph(by):
+                raise Wrong(f"{name} was not written by a cuDNN graph: the graph you returned never ran{tail}")
+            raise Wrong(f"{name} was not written by a cuDNN graph: no execute had {name} as an output in its "
+                        f"variant pack{tail}")
+        if by is not None and writer.graph is not by:
+            raise Wrong(f"{name} was written by another cuDNN graph, not the one you returned{tail}")
+        snapshot = writer.snapshots.get(writer.uid_of(tensor))
+        if snapshot is not None and not _same_bytes(snapshot, tensor):
+            raise Wrong(f"{name} changed after your cuDNN graph wrote it: something else wrote {name} last — "
+                        "let the graph's output stand")
+        return writer
+
+
+def _snapshot(run: GraphRun) -> None:
+    """Copy each output buffer of ``run`` (every torch buffer, where the graph does not say) once it is written."""
+    import torch
+
+    outputs = run.output_uids()
+    chosen = {uid: b for uid, b in run.buffers.items()
+              if isinstance(b, torch.Tensor) and (outputs is None or uid in outputs)}
+    if any(b.is_cuda for b in chosen.values()):
+        torch.cuda.synchronize()
+    run.snapshots = {uid: b.detach().clone() for uid, b in chosen.items()}
+
+
+def _plan_number(index) -> int | None:
+    """A plan index as an int (numpy integers included), or None."""
+    import operator
+
+    if index is None or isinstance(index, bool):
+        return None
+    try:
+        return operator.index(index)
+    except TypeError:
+        return None
+
+
+def _record_execute(runs: GraphRuns, depth: list, original, *, detail: bool, snapshot: bool, at_index: bool):
+    @functools.wraps(original)
+    def execute(self, tensor_dict, *args, **kwargs):
+        if depth[0]:  # called by a watched method (an execute_plan_at_index that calls execute): one run, the outer
+            return original(self, tensor_dict, *args, **kwargs)
+        depth[0] += 1
+        try:
+            result = original(self, tensor_dict, *args, **kwargs)
+        finally:
+            depth[0] -= 1
+        if at_index:
+            index = kwargs.get("index", args[1] if len(args) > 1 else 0)
+        else:
+            index = getattr(self, "_plan_index", None)   # execute() runs the selected plan
+        run = GraphRun(self, _plan_number(index))
+        if detail:
+            uids = kwargs.get("tensor_uids", args[5] if not at_index and len(args) > 5 else None)
+            run.buffers = bound_buffers(self, tensor_dict, uids)
+            run.values = {uid: v for uid, b in run.buffers.items() if (v := _host_scalar(b)) is not None}
+            if snapshot:
+                _snapshot(run)
+        runs.append(run)
+        return result
+
+    return execute
+
+
+@contextmanager
+def recording(*, detail: bool = True, snapshot: bool = False, classes: tuple | None = None) -> Iterator[GraphRuns]:
+    """Record every execute of a graph inside the block (``GraphRuns``). ``detail=False`` keeps only the graph
+    and the plan index (cheap enough to leave on while an answer times plans); ``snapshot=True`` also copies
+    each output buffer after its execute (a device synchronize per execute), so that ``require_written`` can
+    tell an output overwritten afterwards. ``classes``: the graph classes to watch (default ``graph_classes()``).
+    The original methods are restored on leaving, whatever happens inside."""
+    runs, depth = GraphRuns(), [0]
+    saved = []
+    for cls in classes if classes is not None else graph_classes():
+        for name, at_index in (("execute", False), ("execute_plan_at_index", True)):
+            original = cls.__dict__.get(name)
+            if original is None:
+                continue
+            saved.append((cls, name, original))
+            setattr(cls, name, _record_execute(runs, depth, original, detail=detail, snapshot=snapshot, at_index=at_index))
+    try:
+        yield runs
+    finally:
+        for cls, name, original in saved:
+            setattr(cls, name, original)

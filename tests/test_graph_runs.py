@@ -1,0 +1,165 @@
+"""helpers/exercises/graph_runs.py: the record of the graphs an answer executed, on CPU.
+
+With ``StandInGraph`` (tests/support.py) the recorder watches stand-ins that compute with torch, so every rule
+a checker builds on it (written by the graph, nothing after it, one graph, pass-by-value) is exercised without a
+GPU; the last tests read a real ``cudnn.pygraph`` (constructed on meta tensors, never executed) the same way.
+"""
+import pytest
+import torch
+
+import helpers.exercises as X
+from helpers.exercises import graph_runs
+from helpers.exercises.graph_runs import GraphRun, bound_buffers, recording
+from tests.support import StandInGraph
+
+WATCH = dict(classes=(StandInGraph,))
+
+
+def doubler():
+    """y = 2 x, x uid 1, y uid 2."""
+    return StandInGraph(lambda x: {"y": 2 * x}, {"x": 1}, {"y": 2})
+
+
+def test_every_execute_is_recorded_with_its_plan_and_buffers_and_the_methods_come_back():
+    original = StandInGraph.__dict__["execute"], StandInGraph.__dict__["execute_plan_at_index"]
+    g, x, y = doubler(), torch.ones(4), torch.zeros(4)
+    with recording(**WATCH) as runs:
+        g.execute({1: x, 2: y})
+        g.execute_plan_at_index({1: x, 2: y}, None, index=3)
+        g.execute_plan_at_index({1: x, 2: y}, None, 5)
+    assert [r.plan for r in runs] == [None, 3, 5] and runs.plans_of(g) == {3, 5}
+    assert runs[0].buffers == {1: x, 2: y} and runs.graphs() == [g]
+    assert torch.equal(y, 2 * x)
+    assert (StandInGraph.__dict__["execute"], StandInGraph.__dict__["execute_plan_at_index"]) == original
+
+
+def test_the_methods_come_back_when_the_block_raises():
+    original = StandInGraph.__dict__["execute"]
+    with pytest.raises(RuntimeError):
+        with recording(**WATCH):
+            raise RuntimeError("the answer failed")
+    assert StandInGraph.__dict__["execute"] is original
+
+
+def test_without_detail_only_the_graph_and_the_plan_are_kept():
+    g = doubler()
+    with recording(detail=False, **WATCH) as runs:
+        g.execute_plan_at_index({1: torch.ones(2), 2: torch.zeros(2)}, None, index=7)
+    assert runs[0].graph is g and runs[0].plan == 7 and runs[0].buffers == {}
+
+
+def test_an_output_written_by_the_graph_passes():
+    g, x, y = doubler(), torch.ones(4), torch.full((4,), float("nan"))
+    with recording(snapshot=True, **WATCH) as runs:
+        g.execute({1: x, 2: y})
+    assert runs.require_written(y, "y", by=g).graph is g
+
+
+@pytest.mark.parametrize("case, message", [
+    ("torch only", "y was not written by a cuDNN graph: no execute had y as an output in its variant pack — fix it"),
+    ("unexecuted graph", "y was not written by a cuDNN graph: the graph you returned never ran — fix it"),
+    ("into a scratch buffer", "y was not written by a cuDNN graph: no execute had y as an output"),
+    ("y as an input", "y was not written by a cuDNN graph: no execute had y as an output"),
+    ("another graph", "y was written by another cuDNN graph, not the one you returned — fix it"),
+    ("torch after the graph", "y changed after your cuDNN graph wrote it: something else wrote y last"),
+])
+def test_an_output_not_left_by_the_graph_is_refused_in_one_line(case, message):
+    g, other, x, y = doubler(), doubler(), torch.ones(4), torch.full((4,), float("nan"))
+    with recording(snapshot=True, **WATCH) as runs:
+        if case == "into a scratch buffer":
+            g.execute({1: x, 2: torch.empty(4)})
+        elif case == "y as an input":
+            y.copy_(2 * x)
+            StandInGraph(lambda x: {"z": x}, {"x": 1}, {"z": 2}).execute({1: y, 2: torch.empty(4)})
+        elif case == "another graph":
+            other.execute({1: x, 2: y})
+        elif case == "torch after the graph":
+            g.execute({1: x, 2: y})
+            y.mul_(3)
+        if case in ("torch only", "unexecuted graph", "into a scratch buffer"):
+            y.copy_(2 * x)
+    by = None if case in ("torch only", "into a scratch buffer", "y as an input", "torch after the graph") else g
+    with pytest.raises(X.Wrong) as caught:
+        runs.require_written(y, "y", by=by, how="fix it")
+    assert str(caught.value).startswith(message), str(caught.value)
+    assert "\n" not in str(caught.value)
+
+
+def test_a_graph_run_twice_into_the_same_output_is_judged_by_its_last_write():
+    g, x, y = doubler(), torch.ones(4), torch.zeros(4)
+    with recording(snapshot=True, **WATCH) as runs:
+        g.execute({1: x, 2: y})
+        y.zero_()
+        g.execute({1: x, 2: y})
+    runs.require_written(y, "y", by=g)
+
+
+def test_since_splits_the_runs_of_one_call():
+    g, x, y = doubler(), torch.ones(4), torch.zeros(4)
+    with recording(**WATCH) as runs:
+        g.execute({1: x, 2: torch.zeros(4)})
+        mark = len(runs)
+        g.execute({1: x, 2: y})
+    assert len(runs.since(mark)) == 1 and runs.since(mark).writer(y) is runs[1]
+    assert runs[:mark][0].uid_of(y) is None
+
+
+def test_host_scalars_are_read_at_the_execute_and_pass_by_value_only_where_the_graph_says_so():
+    scaled = StandInGraph(lambda x, alpha: {"y": alpha.item() * x}, {"x": 1, "alpha": 3}, {"y": 2},
+                          pass_by_value=(3,))
+    on_device = StandInGraph(lambda x, alpha: {"y": alpha.item() * x}, {"x": 1, "alpha": 3}, {"y": 2})
+    host, x, y = torch.full((1, 1, 1), 0.5), torch.ones(4), torch.zeros(4)
+    with recording(**WATCH) as runs:
+        scaled.execute({1: x, 2: y, 3: host})
+        host.fill_(2.0)  # the next call's value: the first execute must still read 0.5
+        on_device.execute({1: x, 2: y, 3: host})
+    assert runs[0].scalars() == {3: 0.5}
+    assert runs[1].values == {3: 2.0} and runs[1].scalars() == {}
+
+
+def test_bound_buffers_follow_the_frontends_keys():
+    class Keyed(StandInGraph):
+        def find_tensor(self, key):
+            return self._tensors.get({"x": 1, "y": 2}.get(key, key))
+
+    g = Keyed(lambda x: {"y": x}, {"x": 1}, {"y": 2})
+    g._data_bindings = {1: "auto-bound x", 5: "auto-bound w"}
+    handle = type("GraphTensor", (), {"uid": 2})()
+    assert bound_buffers(g, {"x": "mine", handle: "out"}) == {1: "mine", 2: "out", 5: "auto-bound w"}
+    assert bound_buffers(g, ["a", "b"], tensor_uids=[2, 1]) == {1: "b", 2: "a", 5: "auto-bound w"}
+
+
+# ------------------------------------------------------------------ a real cudnn.pygraph (constructed only)
+cudnn = pytest.importorskip("cudnn")
+
+
+def test_by_default_the_frontends_pygraph_is_watched_and_restored():
+    assert graph_runs.graph_classes() == (cudnn.pygraph,)
+    original = cudnn.pygraph.execute, cudnn.pygraph.execute_plan_at_index
+    with recording():
+        assert cudnn.pygraph.execute is not original[0]
+    assert (cudnn.pygraph.execute, cudnn.pygraph.execute_plan_at_index) == original
+
+
+def test_a_real_graph_names_its_outputs_its_scalars_and_its_sdpa_stats():
+    """What a checker reads from a pygraph: its outputs' UIDs, its pass-by-value tensors, its nodes' kinds."""
+    g = cudnn.pygraph(io_data_type=torch.bfloat16, intermediate_data_type=torch.float32,
+                      compute_data_type=torch.float32)
+    q = torch.empty(1, 2, 64, 32, dtype=torch.bfloat16, device="meta")
+    tq, tk, tv = (g.tensor_like(q) for _ in range(3))
+    alpha = g.tensor_like(torch.full((1, 1, 1), 1.0))         # a CPU tensor: pass by value
+    o, stats = g.sdpa(tq, tk, tv, attn_scale=0.1, generate_stats=True)
+    o.set_output(True)
+    stats.set_output(True)
+    buffers = {t.uid: torch.zeros(2) for t in (tq, tk, tv, o, stats)}
+    run = GraphRun(g, buffers=buffers, values={alpha.uid: 0.25, tq.uid: 9.0})
+    assert run.output_uids() == {o.uid, stats.uid}
+    assert run.uid_of(buffers[o.uid]) == o.uid and run.uid_of(buffers[tq.uid]) is None
+    assert run.reads(buffers[tq.uid]) and run.scalars() == {alpha.uid: 0.25}
+    assert run.node_kinds() == ["SDPA"] and g.nodes[0].outputs["Stats"] is stats
+
+
+def test_a_graph_without_ops_binds_any_uid_as_its_output():
+    """A deserialized graph holds no ops: the recorder cannot tell its outputs, so any bound buffer counts."""
+    run = GraphRun(cudnn.pygraph(), buffers={13: torch.zeros(3)})
+    assert run.output_uids() is None and run.uid_of(run.buffers[13]) == 13
