@@ -95,17 +95,16 @@ def plain_number(value: float) -> str:
     return f"{value:.3g}"
 
 
-def ticks_at_data(ax, values, axis: str = "x", labels=None) -> None:
-    """Major ticks exactly at the data values, labelled in plain numbers (or ``labels``), and no minor ticks."""
+def ticks_at_data(ax, values) -> None:
+    """Major x ticks exactly at the data values, labelled in plain numbers, and no minor ticks."""
     values = sorted({float(v) for v in values if v is not None and math.isfinite(float(v))})
-    target = ax.xaxis if axis == "x" else ax.yaxis
-    getattr(ax, f"set_{axis}ticks")(values, list(labels) if labels is not None else [plain_number(v) for v in values])
-    target.set_minor_locator(NullLocator())
+    ax.set_xticks(values, [plain_number(v) for v in values])
+    ax.xaxis.set_minor_locator(NullLocator())
 
 
-def plain_log_ticks(ax, axis: str = "y") -> None:
-    """A log axis labelled in plain numbers at 1, 2, 5 × 10ⁿ, minor ticks unlabelled."""
-    target = ax.xaxis if axis == "x" else ax.yaxis
+def plain_log_ticks(ax) -> None:
+    """A log y axis labelled in plain numbers at 1, 2, 5 × 10ⁿ, minor ticks unlabelled."""
+    target = ax.yaxis
     target.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
     target.set_major_formatter(FuncFormatter(lambda v, _: plain_number(v)))
     target.set_minor_formatter(NullFormatter())
@@ -114,9 +113,9 @@ def plain_log_ticks(ax, axis: str = "y") -> None:
 def legend_outside(ax, handles=None, **kwargs):
     """The axes' legend, right of its data (``LEGEND_OUTSIDE``); ``handles`` adds entries such as a hatch's."""
     found, labels = ax.get_legend_handles_labels()
-    handles = found + list(handles or [])
-    labels = labels + [h.get_label() for h in list(handles)[len(found):]]
-    return ax.legend(handles, labels, **{**LEGEND_OUTSIDE, "fontsize": 8, **kwargs})
+    extra = list(handles or [])
+    return ax.legend(found + extra, labels + [h.get_label() for h in extra],
+                     **{**LEGEND_OUTSIDE, "fontsize": 8, **kwargs})
 
 
 def shared_legend(fig, axes=None, handles=None, **kwargs):
@@ -178,7 +177,7 @@ def bar_compare(labels, values, *, ylabel: str, title: str, peak: float | None =
     return ax
 
 
-def _lines_on_grid(ax, table, xs, y: str, colors, logx: bool, logy: bool, legend: bool):
+def _lines_on_grid(ax, table, xs, colors, logx: bool, logy: bool, legend: bool):
     """One line per column of ``table`` (index = x) over every x in ``xs``: a missing point is NaN and breaks
     its line; log axes ticked at the data (x) and in plain numbers (y)."""
     for label in table.columns:
@@ -206,7 +205,7 @@ def line_compare(df, *, x: str, y: str, hue: str, ylabel: str, title: str, logx:
     values = df.assign(**{y: pd.to_numeric(df[y], errors="coerce")})
     table = values.pivot_table(index=x, columns=hue, values=y, aggfunc="mean", sort=False, dropna=False)
     table = table[[c for c in dict.fromkeys(df[hue]) if c in table.columns]]
-    _lines_on_grid(ax, table, xs, y, colors, logx, logy, legend)
+    _lines_on_grid(ax, table, xs, colors, logx, logy, legend)
     _peak_line(ax, peak, "peak", "{:.0f}")
     ax.set_xlabel(x)
     ax.set_ylabel(ylabel)
@@ -247,7 +246,7 @@ def plot_sweep(df, *, x: str, y: str = "TFLOP/s", kind: str = "line", ax=None, t
         values = ok.assign(**{y: pd.to_numeric(ok[y], errors="coerce")})
         table = values.pivot_table(index=x, columns="path", values=y, aggfunc="mean", sort=False)
         table = table.reindex(columns=[label for label in labels if label in table.columns])
-        _lines_on_grid(ax, table, xs, y, colors, logx, logy, legend=False)
+        _lines_on_grid(ax, table, xs, colors, logx, logy, legend=False)
         if not logx:
             ax.set_xticks(xs, [str(v) for v in xs])
     else:

@@ -96,6 +96,7 @@ def test_bar_units_compare_by_family_x_and_times_are_one_unit():
     from tools.claims import bar_mismatches
 
     code = "bar: reload at least 20x faster -> met\nbar: step <= 2 ms -> met\n"
+    assert bar_mismatches(_notebook("The bar: a step ≤ 2 MS, and at least 20 X faster.", code), "06") == []  # any case
     assert bar_mismatches(_notebook("The bars: at least 20× faster, and a step ≤ 2000 µs.", code), "06") == []
     assert bar_mismatches(_notebook("The bar: at least 20 % faster.", code), "06")     # % is not ×
     assert bar_mismatches(_notebook("The bar: a step ≤ 20 ms.", code), "06")           # 20 ms is not 2 ms
@@ -126,16 +127,24 @@ def test_a_comparative_is_backed_by_a_printed_line_with_its_word_or_for_speed_a_
     from tools.claims import comparatives, unbacked
 
     text = "Fused is faster than eager. Decode is bandwidth-bound. AMAX is negligible."
-    verdict = _notebook(text, "bar: fused vs eager 2.1x (at least 2x): met\ndecode: bandwidth-bound (3.1 TB/s)\n")
+    verdict = _notebook(text, "bar: fused vs eager 2.1x (at least 2x): met\nfused vs eager: fused ahead by 110%\n"
+                              "decode: bandwidth-bound (3.1 TB/s)\n")
     words = {e.word: e.backed_by for e in comparatives(verdict, "04", reviewed={})}
-    assert words["faster"].startswith("cell code1: bar: fused vs eager")          # a met verdict backs a speed word
+    assert words["faster"] == "cell code1: fused vs eager: fused ahead by 110%"   # a side named backs a speed word
     assert words["bandwidth-bound"] == "cell code1: decode: bandwidth-bound (3.1 TB/s)"   # the same word backs it
     assert words["negligible"] == ""                                                # a verdict does not back it
     assert [e.word for e in unbacked(comparatives(verdict, "04", reviewed={}))] == ["negligible"]
     # a verdict printed too far away (more than three code cells on) backs nothing
-    far = _notebook(text, "met\n", between=["", "", ""])
+    far = _notebook(text, "ahead\nbandwidth-bound\nnegligible\n", between=["", "", ""])
     assert [e.word for e in unbacked(comparatives(far, "04", reviewed={}))] == ["faster", "bandwidth-bound",
                                                                                  "negligible"]
+
+
+def test_a_bars_met_says_nothing_of_who_is_quicker_so_it_backs_no_speed_word():
+    from tools.claims import comparatives, unbacked
+
+    met_only = _notebook("Fused is faster than eager.", "bar: fused vs eager 2.1x (at least 2x): met\n")
+    assert [e.word for e in unbacked(comparatives(met_only, "04", reviewed={}))] == ["faster"]
 
 
 def test_a_reviewed_reason_is_shown_next_to_its_entry_and_a_stale_one_is_named():

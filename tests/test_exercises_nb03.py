@@ -198,14 +198,15 @@ def test_a_wrong_answer_fails_with_one_line_saying_why(key, answer, message):
 def test_a_timed_pick_of_the_heuristics_first_choice_passes_only_within_the_noise():
     """Every plan timed, then the heuristic's first choice (the first plan that builds) returned anyway: the
     checker accepts it as within the allowance or names the measured gap."""
-    def times_then_returns_zero(graph, pack):
+    def times_then_returns_the_first_that_builds(graph, pack):
         return min(_medians(graph, pack))
 
-    verdict = graded("03.fastest_plan", times_then_returns_zero)
+    verdict = graded("03.fastest_plan", times_then_returns_the_first_that_builds)
     if verdict:
         assert "is the fastest" in verdict.message or "within" in verdict.message, verdict.message
-    else:
-        assert "is the heuristic's first choice, but plan" in verdict.message, verdict.message
+    else:   # the first choice named, or, where it is also the slowest plan, that
+        assert ("is the heuristic's first choice, but plan" in verdict.message
+                or "is the slowest plan" in verdict.message), verdict.message
 
 
 @requires_gpu

@@ -20,5 +20,11 @@ REVIEWED: dict[tuple[str, str, str], str] = {
     ('07', 'a5bf40ca', 'slower'): 'a condition for a pin to pay, not a verdict; section 5 prints the pinned vs per-shape GPU time',
     ('07', '5b58f5e5', 'slower'): "a possibility ('may') from the mechanism (no specialisation on run-time sizes), not a verdict",
     ('07', '244d55b7', 'slower'): "a possibility ('may'); section 4's table prints the measured dynamic vs static kernel time",
+    ('02', '452c0503', 'faster'): "states the course's bars (targets, which tools/claims --bars checks against the code), not a measured outcome",
+    ('03', '9eb80bb7', 'wins'): "a condition for a winner to be useful ('only if it wins again'), not a verdict",
+    ('04', 'e0ed6c07', 'loses'): "mechanism: what the fused AMAX costs, whichever way it goes; the line above prints which was faster on this run",
+    ('05', '4486759d', 'faster'): "mechanism: the softmax runs on the CUDA cores in FP8 as in bf16, on any GPU",
+    ('07', '93927934', 'ahead'): "'compiled ahead' means ahead of time: it compares nothing",
+    ('07', 'e1a0f382', 'loses'): "a restart frees the process's memory, compiled kernels included, on every run: it compares nothing",
     ('08', 'cf51f144', 'behind'): "'behind the cache' says where the recipe sits, it compares nothing",
 }

@@ -24,7 +24,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from .fork import BRANCH_NAME, on_branch
+from .fork import BRANCH_NAME, MAIN, on_branch
 from .notebooks import notebook_paths
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -122,7 +122,7 @@ def _is_handout(root: Path, rev: str) -> bool:
 
 def handout_refusal(root: Path, branch: str) -> str | None:
     """Why ``branch`` cannot be (re)written from ``root``'s HEAD now, or None."""
-    if not BRANCH_NAME.fullmatch(branch) or branch in ("main", "HEAD"):
+    if not BRANCH_NAME.fullmatch(branch) or branch in (MAIN, "HEAD"):
         return f"branch {branch!r}: give a name of letters, digits, '.', '_' and '-' other than main (Colab URLs name it)"
     try:
         _git(root, "rev-parse", "--verify", "-q", "HEAD^{commit}")
@@ -147,8 +147,6 @@ def write_branch(branch: str = HANDOUT_BRANCH, root: Path = ROOT) -> tuple[str, 
     """Commit the hand-out of ``root``'s HEAD onto ``branch``; returns ``(commit, new)`` (``new`` False: the branch
     already held this hand-out). Raises ``HandoutError`` with one line when the tree is dirty, the branch exists
     and is not a previous hand-out, or a solution line would leak. Nothing is pushed."""
-    import shutil
-
     root = Path(root)
     refusal = handout_refusal(root, branch)
     if refusal:
@@ -167,7 +165,6 @@ def write_branch(branch: str = HANDOUT_BRANCH, root: Path = ROOT) -> tuple[str, 
                 raise HandoutError(f"a solution line leaks into the hand-out: {problems[0]}")
             if (wt / "helpers" / "exercises" / "solutions").exists():
                 _git(wt, "rm", "-r", "-q", "helpers/exercises/solutions")
-                shutil.rmtree(wt / "helpers" / "exercises" / "solutions", ignore_errors=True)
             _git(wt, "add", "-A", "notebooks")
             tree = _git(wt, "write-tree")
         finally:

@@ -142,10 +142,9 @@ class GraphRun:
 
 
 def _same_bytes(a, b) -> bool:
-    """Whether two tensors of one shape and dtype hold the same bits (NaN included); True where they cannot be
-    compared (another view of the memory)."""
-    if tuple(a.shape) != tuple(b.shape) or a.dtype != b.dtype or a.device != b.device:
-        return True
+    """Whether two tensors hold the same bits (NaN included): False for another shape or dtype."""
+    if tuple(a.shape) != tuple(b.shape) or a.dtype != b.dtype:
+        return False
     import torch
 
     return torch.equal(a.detach().contiguous().reshape(-1).view(torch.uint8),
@@ -191,8 +190,9 @@ class GraphRuns(list):
                         f"variant pack{tail}")
         if by is not None and writer.graph is not by:
             raise Wrong(f"{name} was written by another cuDNN graph, not the one you returned{tail}")
-        snapshot = writer.snapshots.get(writer.uid_of(tensor))
-        if snapshot is not None and not _same_bytes(snapshot, tensor):
+        uid = writer.uid_of(tensor)
+        snapshot = writer.snapshots.get(uid)   # compared with the buffer the execute bound: a view of the same shape
+        if snapshot is not None and not _same_bytes(snapshot, writer.buffers[uid]):
             raise Wrong(f"{name} changed after your cuDNN graph wrote it: something else wrote {name} last — "
                         "let the graph's output stand")
         return writer
@@ -265,6 +265,8 @@ def recording(*, detail: bool = True, snapshot: bool = False, classes: tuple | N
                 continue
             saved.append((cls, name, original))
             setattr(cls, name, _record_execute(runs, depth, original, detail=detail, snapshot=snapshot, at_index=at_index))
+    if not saved:   # a frontend that moved its execute methods: recording nothing would fail every right answer
+        raise RuntimeError(f"graph_runs.recording found no execute method to watch on {classes or graph_classes()}")
     try:
         yield runs
     finally:

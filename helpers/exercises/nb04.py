@@ -249,16 +249,12 @@ def one_graph_wrote(runs, outputs: dict, what: str) -> None:
     """``Wrong`` in one line unless one execute of one graph wrote every tensor in ``outputs`` (name -> tensor) and
     no other graph ran: the point of a fused epilogue (``runs``: the ``GraphRuns`` of one call; ``what`` names
     the fused work in the message)."""
-    writers = {}
-    for name, tensor in outputs.items():
-        writer = runs.writer(tensor)
-        if writer is None:
-            raise Wrong(f"{name} was not written by a cuDNN graph: no execute had {name} as an output in its "
-                        f"variant pack — make it an output of your graph")
-        writers[name] = writer
+    writers = {name: runs.require_written(tensor, name, how="make it an output of your graph")
+               for name, tensor in outputs.items()}
     graphs = runs.graphs()
-    if len({id(w.graph) for w in writers.values()}) > 1:
-        raise Wrong(f"{' and '.join(outputs)} come from {len(graphs)} separate cuDNN graphs: the point is one graph "
+    writing = len({id(w.graph) for w in writers.values()})
+    if writing > 1:
+        raise Wrong(f"{' and '.join(outputs)} come from {writing} separate cuDNN graphs: the point is one graph "
                     f"— put {what} in the graph that computes {next(iter(outputs))}")
     if len(graphs) > 1:
         raise Wrong(f"the result is right, but one call executed {len(graphs)} cuDNN graphs: the point is one graph "

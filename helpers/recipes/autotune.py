@@ -32,8 +32,8 @@ def probe_plans(graph) -> dict:
 
 def plan_notes(graph, index: int) -> str:
     """The behaviour notes of candidate ``index`` by name, joined (``"CUBLASLT_DEPENDENCY"``,
-    ``"RUNTIME_COMPILATION, SUPPORTS_CUDA_GRAPH_NATIVE_API"``); ``"-"`` for none, ``"?"`` when the plan cannot
-    say (a Python engine's, or one that delegates to the backend's own choice)."""
+    ``"RUNTIME_COMPILATION, SUPPORTS_CUDA_GRAPH_NATIVE_API"``); ``"-"`` for none, ``"?"`` where the frontend
+    raises instead of answering for that plan."""
     try:
         notes = graph.get_behavior_notes_for_plan_at_index(index)
     except Exception:
