@@ -102,6 +102,14 @@ def test_bar_units_compare_by_family_x_and_times_are_one_unit():
     assert bar_mismatches(_notebook("The bar: a step ≤ 20 ms.", code), "06")           # 20 ms is not 2 ms
 
 
+def test_a_condition_printed_on_a_bar_line_is_not_a_bar():
+    from tools.claims import bar_mismatches, printed_bars
+
+    code = "bar: cuDNN decode >= 1.0x torch SDPA at B >= 16, paged: lowest 0.962x -> NOT met\n(bar 600: met) 612 TFLOP/s\n"
+    assert [b.shown for b in printed_bars(_notebook("", code))] == ["1.0×", "600 TFLOP/s"]
+    assert bar_mismatches(_notebook("The bar: at least 16× faster.", code), "05")   # 16 is no printed bar
+
+
 def test_every_bar_the_prose_quotes_is_a_bar_its_notebook_prints():
     from tools.claims import bar_mismatches, prose_bars, _notebook as read
 

@@ -168,7 +168,8 @@ def prose_bars(nb, name: str = "") -> list[Bar]:
 def printed_bars(nb, name: str = "") -> list[Bar]:
     """Every bar the code prints in its stored outputs, on lines that state a bar or a verdict ("bar", "target",
     "met"): "(at least 2×): met", "(bar 1.5x: NOT met)", ">= 10x faster -> met", "(target ≥ 1.3x)". A bar printed
-    without its unit ("(bar 600: met)") takes the unit of the line's first measured number."""
+    without its unit ("(bar 600: met)") takes the unit of the line's first measured number; a bare number after
+    another cue ("at B >= 16") is not a bar."""
     found = []
     for cell in nb.cells:
         if cell.cell_type != "code":
@@ -178,6 +179,8 @@ def printed_bars(nb, name: str = "") -> list[Bar]:
                 continue
             for m in PRINTED_BAR.finditer(line):
                 unit = m["unit"] or ""
+                if not unit and not re.search(r"\bbar|\btarget", m.group(0), re.I):
+                    continue   # a bare number after ">=" ("at B >= 16") is a condition, not a bar
                 if not unit:
                     first = MEASURED.search(line)
                     unit = first["unit"] if first else ""
