@@ -81,6 +81,22 @@ def test_returning_nothing_is_not_done(result):
         nb01.inspect_matmul_bias_relu(result, _meta(2, 96, 80))
 
 
+def test_stream_verdict_names_the_stream_the_graph_ran_on():
+    """The execute that wrote y must have run with its handle bound to `stream`; on the current stream, or on
+    another, it fails with the one line that says so."""
+    from types import SimpleNamespace
+
+    def writer(stream):
+        run = SimpleNamespace(stream=stream)
+        return SimpleNamespace(origin=SimpleNamespace(run=run))
+
+    nb01.stream_verdict(writer(7), stream=7, current=0)
+    with pytest.raises(X.Wrong, match=r"^the graph ran on the current stream, not on `stream`: bind the handle"):
+        nb01.stream_verdict(writer(0), stream=7, current=0)
+    with pytest.raises(X.Wrong, match=r"^the graph ran on stream 9, not on `stream`"):
+        nb01.stream_verdict(writer(9), stream=7, current=0)
+
+
 # ------------------------------------------------------------------ CPU: the notebook's cells
 
 
@@ -155,7 +171,57 @@ def never_ran(graph, pack, workspace, stream):
     stream.wait_stream(torch.cuda.current_stream())
 
 
+def _out_uid(graph):
+    return graph.get_outputs()[0].uid
+
+
+def relu_by_torch_on_the_stream(graph, pack, workspace, stream):
+    """torch does the work, on the right stream; the graph never runs."""
+    y = pack[_out_uid(graph)]
+    x = next(b for uid, b in pack.items() if uid != _out_uid(graph))
+    with torch.cuda.stream(stream):
+        y.copy_(torch.relu(x))
+
+
+def graph_into_scratch_then_torch(graph, pack, workspace, stream):
+    scratch = {uid: (torch.empty_like(b) if uid == _out_uid(graph) else b) for uid, b in pack.items()}
+    with torch.cuda.stream(stream):
+        graph.execute(scratch, workspace, handle=H.get_handle())   # the cuDNN result is thrown away
+        relu_by_torch_on_the_stream(graph, pack, workspace, stream)
+
+
+def graph_into_scratch_then_copied(graph, pack, workspace, stream):
+    y = pack[_out_uid(graph)]
+    scratch = {uid: (torch.empty_like(b) if uid == _out_uid(graph) else b) for uid, b in pack.items()}
+    with torch.cuda.stream(stream):
+        graph.execute(scratch, workspace, handle=H.get_handle())
+        y.copy_(scratch[_out_uid(graph)])
+
+
+def torch_computes_y_graph_writes_scratch(x, w, b, y):
+    """y by torch, and a built graph whose pack binds a scratch output: the checker's own run leaves y unwritten."""
+    y.copy_(torch.relu(x @ w + b))
+    return _built(x, w, b, torch.empty_like(y))
+
+
+def launched_on_stream_then_current_waits(graph, pack, workspace, stream):
+    """A right answer: launch on `stream`, then make the current stream wait for it (no host wait)."""
+    with torch.cuda.stream(stream):
+        graph.execute(pack, workspace, handle=H.get_handle())
+    torch.cuda.current_stream().wait_stream(stream)
+
+
+@requires_gpu
+def test_a_current_stream_made_to_wait_for_stream_is_a_right_answer():
+    verdict = graded("01.run_on_stream", launched_on_stream_then_current_waits)
+    assert verdict.status == "passed", verdict.message
+
+
 WRONG = [
+    ("01.run_on_stream", relu_by_torch_on_the_stream, r"torch computed y \(aten.relu\)"),
+    ("01.run_on_stream", graph_into_scratch_then_torch, r"torch computed y \(aten.relu\)"),
+    ("01.run_on_stream", graph_into_scratch_then_copied, r"y holds a copy of a cuDNN result \(aten.copy_\)"),
+    ("01.matmul_bias_relu", torch_computes_y_graph_writes_scratch, "y was not written when the checker ran your graph"),
     ("01.matmul_bias_relu", bias_missing, "the output ignores the bias b"),
     ("01.matmul_bias_relu", relu_missing, "the output has no ReLU"),
     ("01.matmul_bias_relu", not_built, "the graph is not built"),

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 import helpers as H
 import helpers.exercises as X
@@ -158,13 +159,61 @@ def writes_a_new_tensor(x, w, b, r, y):
     residual_block(x, w, b, r, y)
 
 
+# ---- who did the work: torch (its own cuDNN convolution op included), the CPU, a cuDNN result thrown away or copied
+def block_by_torchs_cudnn_op(x, w, b, r, y):
+    """One kernel, right numbers, no frontend graph: torch's own fused cuDNN conv + add + ReLU."""
+    y.copy_(torch.cudnn_convolution_add_relu(x, w, r, 1.0, b.reshape(-1), (1, 1), (1, 1), (1, 1), 1))
+
+
+def block_by_torch(x, w, b, r, y):
+    y.copy_(torch.relu(F.conv2d(x, w, b.reshape(-1), padding=1) + r))
+
+
+def block_on_the_cpu(x, w, b, r, y):
+    cpu = [t.float().cpu() for t in (x, w, b, r)]
+    y.copy_(torch.relu(F.conv2d(cpu[0], cpu[1], padding=1) + cpu[2] + cpu[3]).to(y.device, y.dtype))
+
+
+def block_graph_thrown_away(x, w, b, r, y):
+    H.solution("02.residual_block")(x, w, b, r, torch.empty_like(y))
+    block_by_torch(x, w, b, r, y)
+
+
+def block_graph_copied_in(x, w, b, r, y):
+    scratch = torch.empty_like(y)
+    H.solution("02.residual_block")(x, w, b, r, scratch)
+    y.copy_(scratch)
+
+
+def bn_by_torch(x, w, scale, shift, y):
+    y.copy_(torch.relu(F.conv2d(x, w, padding=1) * scale + shift))
+
+
+def bn_on_the_cpu(x, w, scale, shift, y):
+    cpu = [t.float().cpu() for t in (x, w, scale, shift)]
+    y.copy_(torch.relu(F.conv2d(cpu[0], cpu[1], padding=1) * cpu[2] + cpu[3]).to(y.device, y.dtype))
+
+
+def bn_graph_copied_in(x, w, scale, shift, y):
+    scratch = torch.empty_like(y)
+    H.solution("02.folded_bn")(x, w, scale, shift, scratch)
+    y.copy_(scratch)
+
+
 WRONG = [
+    ("02.residual_block", block_by_torch, "torch computed y (aten.convolution"),
+    ("02.residual_block", block_on_the_cpu, "torch computed y (aten.convolution (on the CPU)"),
+    ("02.residual_block", block_graph_thrown_away, "torch computed y (aten.convolution"),
+    ("02.residual_block", block_graph_copied_in, "y holds a copy of a cuDNN result (aten.copy_)"),
+    ("02.folded_bn", bn_by_torch, "torch computed y (aten.convolution"),
+    ("02.folded_bn", bn_on_the_cpu, "torch computed y (aten.convolution (on the CPU)"),
+    ("02.folded_bn", bn_graph_copied_in, "y holds a copy of a cuDNN result (aten.copy_)"),
     ("02.residual_block", residual_after_relu, "the residual is added after the ReLU"),
     ("02.residual_block", residual_missing, "the output ignores the residual r"),
-    ("02.residual_block", relu_in_torch, "the output is correct but one call launched 2 kernels"),
+    ("02.residual_block", relu_in_torch, "torch changed y after your cuDNN graph wrote it (aten.relu_)"),
     ("02.residual_block", writes_a_new_tensor, "y is still all NaN"),
     ("02.folded_bn", shift_then_scale, "scale and shift are applied in the wrong order"),
-    ("02.folded_bn", scale_folded_into_weights_by_torch, "the output is correct but one call launched"),
+    ("02.folded_bn", scale_folded_into_weights_by_torch, "torch computed part of y (aten.mul)"),
 ]
 
 
@@ -173,5 +222,15 @@ WRONG = [
 def test_the_checker_rejects_a_typical_wrong_answer(key, answer, message):
     verdict = graded(key, answer)
     assert verdict.status == "failed" and verdict.message.startswith(message), verdict.message
+
+
+@requires_gpu
+def test_torchs_own_fused_cudnn_convolution_is_refused_by_name():
+    """One kernel and the right numbers, so neither the formula nor the kernel count can tell: only who did the
+    work (or, where this torch lacks the op for these tensors, the learner's own exception in one line)."""
+    verdict = graded("02.residual_block", block_by_torchs_cudnn_op)
+    assert verdict.status == "failed", verdict
+    assert verdict.message.startswith(("y comes from torch's own kernel (aten.cudnn_convolution_add_relu)",
+                                       "your code raised")), verdict.message
 
 

@@ -175,7 +175,35 @@ def engine_without_its_knobs(graph, choice):
     return last
 
 
+def position_among_built(graph, pack):
+    """Times every plan that builds, then returns the fastest's position in that list (not its index)."""
+    medians = _medians(graph, pack)
+    built = sorted(medians)
+    return built.index(min(medians, key=medians.get))
+
+
+def torch_timed_instead(graph, pack):
+    """Times torch's own convolution, runs no plan, and returns the first plan."""
+    x = next(iter(pack.values()))
+    H.benchmark(lambda: torch.relu(x * 2), warmup=1, iters=3)
+    return 0
+
+
+def first_built_after_timing_one(graph, pack):
+    """Builds and times only the first plan that builds: the point (comparing every plan) missed."""
+    handle = H.get_handle()
+    for i in range(graph.get_execution_plan_count()):
+        if _builds(graph, i):
+            ws = H.workspace_for(graph, plan=i)
+            H.benchmark(lambda: graph.execute_plan_at_index(pack, ws, index=i, handle=handle), warmup=1, iters=3)
+            return i
+
+
 WRONG = [
+    ("03.fastest_plan", position_among_built, r"^plan \d+ does not build on the checker's graph .* not its position "
+                                              r"among the plans that built|% more than the fastest|is the first plan that builds, but"),
+    ("03.fastest_plan", torch_timed_instead, r"^it returned plan 0 without running any plan"),
+    ("03.fastest_plan", first_built_after_timing_one, r"^it returned plan \d+ after running 1 of the \d+ plans"),
     ("03.fastest_plan", slowest_plan, r"is the slowest plan|% more than the fastest, plan"),
     ("03.fastest_plan", plan_name_instead_of_index, r"return the plan's index \(an int\), not its name"),
     ("03.fastest_plan", one_past_the_last, r"does not exist: the graph has"),
@@ -205,7 +233,7 @@ def test_a_timed_pick_of_the_heuristics_first_choice_passes_only_within_the_nois
     if verdict:
         assert "is the fastest" in verdict.message or "within" in verdict.message, verdict.message
     else:   # the first choice named, or, where it is also the slowest plan, that
-        assert ("is the heuristic's first choice, but plan" in verdict.message
+        assert ("is the first plan that builds, but plan" in verdict.message
                 or "is the slowest plan" in verdict.message), verdict.message
 
 

@@ -125,8 +125,8 @@ def test_an_unexecuted_sdpa_graph_next_to_a_torch_output_is_refused():
 
     with pytest.raises(X.Wrong) as caught:
         nb05.grade_sliding_window(sliding_window_sdpa, device="cpu")
-    assert str(caught.value) == ("window=32: o was not written by a cuDNN graph: the graph you returned never ran — "
-                                 "execute the graph you return, with o as its output")
+    assert str(caught.value) == ("window=32: torch computed o (aten.bmm, aten._softmax, aten.sub): that work belongs "
+                                 "inside your cuDNN graph")
 
 
 def _stand_in_band(then=None):
@@ -148,8 +148,8 @@ def _stand_in_band(then=None):
 def test_sliding_window_wants_o_as_the_returned_graph_left_it():
     watched = dict(device="cpu", classes=(StandInGraph,))
     assert nb05.grade_sliding_window(_stand_in_band(), **watched).startswith("correct — windows 32 and 96")
-    with pytest.raises(X.Wrong, match=r"^window=32: o changed after your cuDNN graph wrote it: something else wrote "
-                                      r"o last"):
+    with pytest.raises(X.Wrong, match=r"^window=32: torch changed o after your cuDNN graph wrote it \(aten.neg_\): "
+                                      r"let the graph's output stand"):
         nb05.grade_sliding_window(_stand_in_band(then=lambda o: o.neg_()), **watched)
 
 
@@ -217,6 +217,29 @@ def test_merge_chunks_wants_one_cudnn_forward_with_stats_per_chunk():
     with pytest.raises(X.Wrong, match=r"^the cuDNN SDPA graph of chunk 1 wrote no Stats: build it with "
                                       r"generate_stats=True"):
         nb05.grade_merge_chunks(_stand_in_chunks(stats=False), **watched)
+
+
+def test_merge_chunks_wants_o_and_stats_built_from_the_chunks_cudnn_results():
+    """One forward per chunk runs, then its results are thrown away and torch attends over all the keys: every chunk
+    went through cuDNN, yet o is torch's. And a merge by matmuls on the inputs is torch's attention too."""
+    watched = dict(device="cpu", need_graphs=True, classes=(StandInGraph,))
+    run_chunks = _stand_in_chunks()
+
+    def thrown_away(q, chunks, attn_scale):
+        run_chunks(q, chunks, attn_scale)
+        k_all, v_all = (torch.cat([c[i] for c in chunks], dim=2) for i in (0, 1))
+        return _torch_attention(q, k_all, v_all, attn_scale)
+
+    with pytest.raises(X.Wrong, match=r"^torch computed o \(aten.bmm\): that work belongs inside your cuDNN graph"):
+        nb05.grade_merge_chunks(thrown_away, **watched)
+
+    def stats_from_torch(q, chunks, attn_scale):
+        o, _ = run_chunks(q, chunks, attn_scale)
+        k_all = torch.cat([k for k, _ in chunks], dim=2)
+        return o, torch.logsumexp((q.float() @ k_all.float().transpose(-1, -2)) * attn_scale, -1, keepdim=True)
+
+    with pytest.raises(X.Wrong, match=r"^torch computed stats \(aten.bmm"):
+        nb05.grade_merge_chunks(stats_from_torch, **watched)
 
 
 def test_merge_chunks_wants_a_pair_of_the_right_shapes():
@@ -299,8 +322,65 @@ def test_sliding_window_rejects_an_unexecuted_graph_next_to_torch_sdpa():
 
     verdict = graded("05.sliding_window", sliding_window_sdpa)
     assert verdict.status == "failed", verdict
-    assert verdict.message.startswith("window=32: o was not written by a cuDNN graph: the graph you returned never "
-                                      "ran"), verdict.message
+    assert verdict.message.startswith(("window=32: o comes from torch's own kernel (aten._scaled_dot_product",
+                                       "window=32: torch computed o (aten.")), verdict.message
+
+
+def _band_graph_into(q, k, v, out, window):
+    """The reference band graph, executed into ``out``; returns the graph."""
+    return X.solution("05.sliding_window")(q, k, v, out, window)
+
+
+@requires_gpu
+@pytest.mark.parametrize("then, message", [
+    ("torch", ("window=32: o comes from torch's own kernel (aten._scaled_dot_product", "window=32: torch computed o")),
+    ("copy", ("window=32: o holds a copy of a cuDNN result (aten.copy_)",)),
+], ids=["graph_into_scratch_then_torch", "graph_into_scratch_then_copied"])
+def test_sliding_window_rejects_a_cudnn_result_thrown_away_or_copied(then, message):
+    import torch.nn.functional as F
+
+    def sliding_window_sdpa(q, k, v, o, window):
+        scratch = torch.empty_like(o)
+        g = _band_graph_into(q, k, v, scratch, window)
+        if then == "torch":
+            o.copy_(F.scaled_dot_product_attention(q, k, v, attn_mask=nb05.band(q.shape[2], window, device=q.device)))
+        else:
+            o.copy_(scratch)
+        return g
+
+    verdict = graded("05.sliding_window", sliding_window_sdpa)
+    assert verdict.status == "failed" and verdict.message.startswith(message), verdict.message
+
+
+@requires_gpu
+def test_merge_chunks_rejects_cudnn_chunks_thrown_away_for_torch_attention():
+    """The wrong answer of issue 31: one cuDNN forward per chunk runs, its results are dropped, and o comes from
+    torch's attention over all keys."""
+    import torch.nn.functional as F
+
+    def merge_chunks(q, chunks, attn_scale):
+        X.solution("05.merge_chunks")(q, chunks, attn_scale)        # every chunk through cuDNN, then thrown away
+        k_all, v_all = (torch.cat([c[i] for c in chunks], dim=2) for i in (0, 1))
+        o = F.scaled_dot_product_attention(q, k_all, v_all, scale=attn_scale)
+        scores = (q.float() @ k_all.float().transpose(-1, -2)) * attn_scale
+        return o, torch.logsumexp(scores, dim=-1, keepdim=True)
+
+    verdict = graded("05.merge_chunks", merge_chunks)
+    assert verdict.status == "failed", verdict
+    assert verdict.message.startswith(("o comes from torch's own kernel (aten._scaled_dot_product",
+                                       "torch computed o (aten.")), verdict.message
+
+
+@requires_gpu
+def test_merge_chunks_rejects_one_cudnn_forward_over_all_keys():
+    """The point missed: one cuDNN SDPA over the concatenated keys gives the right o and Stats, with no merge."""
+    def merge_chunks(q, chunks, attn_scale):
+        k_all, v_all = (torch.cat([c[i] for c in chunks], dim=2) for i in (0, 1))
+        return X.solution("05.merge_chunks")(q, [(k_all, v_all)], attn_scale)
+
+    verdict = graded("05.merge_chunks", merge_chunks)
+    assert verdict.status == "failed", verdict
+    assert verdict.message.startswith("no cuDNN SDPA graph ran over chunk 1's keys and values"), verdict.message
 
 
 @requires_gpu

@@ -18,7 +18,7 @@ KEYS = ("06.round_trip", "06.load_or_build")
 
 def test_checkers_are_registered_and_the_solutions_load():
     for key in KEYS:
-        assert X._checker_for(key)
+        assert X.checker_for(key)
         answer = X.solution(key)
         assert callable(answer) and answer.__name__ == key.split(".")[1]
         assert X.unfinished(answer) is None
@@ -124,13 +124,21 @@ def reload_into_scratch_and_torch_into_c(a, b, c):
     return blob, fresh
 
 
+def reload_into_scratch_then_copied(a, b, c):
+    graph, _ = _matmul(a, b)
+    blob = graph.serialize(as_bytes=True)
+    scratch = torch.empty_like(c)
+    fresh = _reload_and_run(blob, {11: a, 12: b, 13: scratch})
+    c.copy_(scratch)
+    return blob, fresh
+
+
 @requires_gpu
 @pytest.mark.parametrize("answer, expected", [
     (torch_product_next_to_an_unexecuted_reload,
-     "✗ 06.round_trip: c was not written by a cuDNN graph: the graph you returned never ran — execute the reloaded "
-     "graph with {uid: tensor} so that it writes c"),
-    (reload_into_scratch_and_torch_into_c, "✗ 06.round_trip: c was not written by a cuDNN graph: no execute had c as "
-                                           "an output in its variant pack"),
+     "✗ 06.round_trip: torch computed c (aten.bmm): that work belongs inside your cuDNN graph"),
+    (reload_into_scratch_and_torch_into_c, "✗ 06.round_trip: torch computed c (aten.bmm)"),
+    (reload_into_scratch_then_copied, "✗ 06.round_trip: c holds a copy of a cuDNN result (aten.copy_)"),
     (forgets_set_uid, "✗ 06.round_trip: your plan does not run when fed {11: a, 12: b, 13: c}"),
     (forgets_the_output_uid, "✗ 06.round_trip: your plan does not run when fed {11: a, 12: b, 13: c}"),
     (returns_the_built_graph, "✗ 06.round_trip: the graph you returned holds 1 op(s) of its own"),
@@ -193,6 +201,13 @@ def always_builds(entry, graph):
     return _build(graph)
 
 
+def builds_then_loads(entry, graph):
+    """The handed graph built on every call; the loaded plan returned on a match: the hit saves nothing."""
+    _build(graph)
+    return always_loads(entry, graph) if entry is not None and entry["fingerprint"] == _machine() \
+        and entry["key"] == graph.key() else graph
+
+
 @requires_gpu
 @pytest.mark.parametrize("answer, expected", [
     (always_loads, "✗ 06.load_or_build: it loaded an entry made on another GPU model"),
@@ -201,6 +216,8 @@ def always_builds(entry, graph):
     (compares_four_fields, "✗ 06.load_or_build: it loaded an entry made under another driver"),
     (ignores_the_key, "✗ 06.load_or_build: it loaded an entry for another graph"),
     (always_builds, "✗ 06.load_or_build: it rebuilt for an entry made here, for this graph"),
+    (builds_then_loads, "✗ 06.load_or_build: it loaded an entry made here, for this graph, but built a plan first "
+                        "(1 build(s) on the graph handed in)"),
 ])
 def test_gpu_load_or_build_rejects(capsys, answer, expected):
     verdict = H.exercise("06.load_or_build", answer)

@@ -168,6 +168,95 @@ def test_swap_verdict_rejects_a_few_wrong_elements_the_norm_would_pass(swap):
                           reread=swap["ref_reread"].to(BF16), **swap)
 
 
+# ------------------------------------------------------------------ CPU: who wrote the replay's outputs
+def _stand_in_mlp():
+    """Two stand-in graphs (torch inside) x -> h -> y, and the buffers, as ``make_mlp`` lays them out."""
+    from types import SimpleNamespace
+
+    from tests.support import StandInGraph
+
+    x, h, y = torch.randn(1, 4, 8), torch.full((1, 4, 16), float("nan")), torch.full((1, 4, 8), float("nan"))
+    w1, w2 = torch.randn(1, 8, 16), torch.randn(1, 16, 8)
+    up = StandInGraph(lambda x, w: {"h": torch.relu(x @ w)}, {"x": 1, "w": 2}, {"h": 3})
+    down = StandInGraph(lambda h, w: {"y": torch.sigmoid(h @ w)}, {"h": 1, "w": 2}, {"y": 3})
+    return SimpleNamespace(up=up, down=down, x=x, h=h, y=y, up_pack={1: x, 2: w1, 3: h}, down_pack={1: h, 2: w2, 3: y},
+                           w1=w1, w2=w2)
+
+
+def _traced(body):
+    """Run ``body(mlp, cuda_graph, trace)`` as the learner's code in a trace that watches the stand-ins."""
+    from helpers.exercises.provenance import tracing
+    from tests.support import StandInGraph
+    from tests.test_provenance import StandInCUDAGraph
+
+    mlp, cuda_graph = _stand_in_mlp(), StandInCUDAGraph()
+    with tracing(classes=(StandInGraph,), cuda_graph_classes=(StandInCUDAGraph,), cache_classes=()) as trace:
+        trace.input("x", mlp.x)
+        body(mlp, cuda_graph, trace)
+    return mlp, cuda_graph, trace
+
+
+def test_a_capture_of_torch_ops_is_refused_on_the_cpu():
+    def capture(graphs):
+        def body(mlp, cuda_graph, trace):
+            with trace.answer():
+                cuda_graph.capture_begin()
+                if graphs:
+                    mlp.up.execute(mlp.up_pack)
+                    mlp.down.execute(mlp.down_pack)
+                else:   # the same MLP as torch ops: no cuDNN at all
+                    mlp.h.copy_(torch.relu(mlp.x @ mlp.w1))
+                    mlp.y.copy_(torch.sigmoid(mlp.h @ mlp.w2))
+                cuda_graph.capture_end()
+            cuda_graph.replay()   # the checker's replay
+        return body
+
+    mlp, _, trace = _traced(capture(graphs=True))
+    nb08.replayed_graphs(trace, mlp, mlp.h, mlp.y)
+    mlp, _, trace = _traced(capture(graphs=False))
+    with pytest.raises(X.Wrong, match=r"^torch computed h \(aten.bmm, aten.relu\)"):
+        nb08.replayed_graphs(trace, mlp, mlp.h, mlp.y)
+
+
+def test_outputs_from_torch_or_direct_executes_are_refused_on_the_cpu():
+    requests = [torch.randn(1, 4, 8) for _ in range(3)]
+
+    def serve(how):
+        def body(mlp, cuda_graph, trace):
+            cuda_graph.capture_begin()          # the checker's capture of up then down
+            mlp.up.execute(mlp.up_pack)
+            mlp.down.execute(mlp.down_pack)
+            cuda_graph.capture_end()
+            for i, r in enumerate(requests):
+                trace.input(f"request {i}", r)
+            outputs = []
+            with trace.answer():
+                for r in requests:
+                    mlp.x.copy_(r)
+                    if how == "replay":
+                        cuda_graph.replay()
+                    elif how == "direct":
+                        mlp.up.execute(mlp.up_pack)
+                        mlp.down.execute(mlp.down_pack)
+                    if how == "torch":
+                        outputs.append(torch.sigmoid(torch.relu(r @ mlp.w1) @ mlp.w2))
+                    else:
+                        outputs.append(mlp.y.clone())
+            body.outputs = outputs
+        return body
+
+    for how, message in [("torch", r"^torch computed output 0 \(aten.bmm"),
+                         ("direct", r"^output 0 does not use a replay of cuda_graph: copy the request into mlp.x, "
+                                    r"replay, then copy mlp.y out")]:
+        body = serve(how)
+        mlp, _, trace = _traced(body)
+        with pytest.raises(X.Wrong, match=message):
+            nb08.served_by_replays(trace, mlp, body.outputs)
+    body = serve("replay")
+    mlp, _, trace = _traced(body)
+    nb08.served_by_replays(trace, mlp, body.outputs)
+
+
 # ------------------------------------------------------------------ GPU: real answers through the checkers
 def _run(mlp):
     mlp.up.execute(mlp.up_pack, mlp.workspace, handle=mlp.handle)
@@ -253,7 +342,102 @@ def swap_nothing(layer, w_new):
     return layer.graph_exec
 
 
+def capture_torch_ops(mlp):
+    """Wrong: the same two layers as torch ops, captured; no cuDNN at all."""
+    w1, b1, w2, b2 = _mlp_params(mlp)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        _torch_layers(mlp, w1, b1, w2, b2)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        _torch_layers(mlp, w1, b1, w2, b2)
+    return graph
+
+
+def _mlp_params(mlp):
+    """The weights and biases the two graphs bind: (w1, b1, w2, b2)."""
+    return mlp.params
+
+
+def _torch_layers(mlp, w1, b1, w2, b2):
+    import torch.nn.functional as F
+
+    mlp.h.copy_(F.gelu(mlp.x @ w1 + b1))
+    mlp.y.copy_(F.silu(mlp.h @ w2 + b2))
+
+
+def capture_copies_of_eager_results(mlp):
+    """Wrong: the cuDNN graphs run eagerly into scratch buffers; the capture holds only copies into h and y."""
+    solution = H.solution("08.capture_two")
+    scratch_h, scratch_y = torch.empty_like(mlp.h), torch.empty_like(mlp.y)
+    solution(mlp)                                   # warms up and binds the handle; the result is not used
+    mlp.up.execute(mlp.up_pack, mlp.workspace, handle=mlp.handle)
+    mlp.down.execute(mlp.down_pack, mlp.workspace, handle=mlp.handle)
+    torch.cuda.synchronize()
+    scratch_h.copy_(mlp.h)
+    scratch_y.copy_(mlp.y)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        mlp.h.copy_(scratch_h)
+        mlp.y.copy_(scratch_y)
+    return graph
+
+
+def serve_with_torch(mlp, cuda_graph, requests):
+    """Wrong: one replay per request, but each output is torch's MLP on the request."""
+    w1, b1, w2, b2 = _mlp_params(mlp)
+    import torch.nn.functional as F
+
+    outputs = []
+    for request in requests:
+        mlp.x.copy_(request)
+        cuda_graph.replay()
+        outputs.append(F.silu(F.gelu(request @ w1 + b1) @ w2 + b2))
+    return outputs
+
+
+def serve_replays_then_executes(mlp, cuda_graph, requests):
+    """Wrong: replays to be counted, then overwrites the result by executing the cuDNN graphs directly."""
+    cudnn = H.load_cudnn()
+    outputs = []
+    for request in requests:
+        mlp.x.copy_(request)
+        cuda_graph.replay()
+        cudnn.set_stream(mlp.handle, torch.cuda.current_stream().cuda_stream)
+        _run(mlp)
+        outputs.append(mlp.y.clone())
+    return outputs
+
+
+def serve_one_shared_buffer(mlp, cuda_graph, requests):
+    """Wrong: every output is the same copy buffer, so each request overwrites the one before."""
+    out = torch.empty_like(mlp.y)
+    outputs = []
+    for request in requests:
+        mlp.x.copy_(request)
+        cuda_graph.replay()
+        out.copy_(mlp.y)
+        outputs.append(out)
+    return outputs
+
+
+def swap_with_torch(layer, w_new):
+    """Wrong: computes the layer with torch into layer.y and returns the untouched executable graph."""
+    import torch.nn.functional as F
+
+    layer.y.copy_(F.gelu(layer.x @ w_new + layer.b))
+    return layer.graph_exec
+
+
 GPU_CASES = [
+    ("08.capture_two", capture_torch_ops, "torch computed h (aten."),
+    ("08.capture_two", capture_copies_of_eager_results, "h holds a copy of a cuDNN result (aten.copy_)"),
+    ("08.serve", serve_with_torch, "torch computed output 0 (aten."),
+    ("08.serve", serve_replays_then_executes, "output 0 does not use a replay of cuda_graph"),
+    ("08.serve", serve_one_shared_buffer, "outputs 0 and 1 share one buffer"),
+    ("08.swap_weights", swap_with_torch, "the launch still reads the old weights"),
     ("08.capture_two", capture_without_binding, "the replay wrote neither h nor y"),
     ("08.capture_two", capture_only_up, "the replay ran mlp.up but y is still NaN"),
     ("08.serve", serve_without_copy, "every output is the result for the input that was in mlp.x before serve ran"),

@@ -15,8 +15,10 @@ prints one line and returns a ``Verdict`` (which a notebook does not display aga
 A checker is a function registered with ``@checker("NN.name")`` in ``helpers/exercises/nbNN.py``; it
 calls the learner's answer on its own inputs, compares with a PyTorch reference, returns a short
 success message, and raises ``Wrong("one line")`` for a wrong answer. Where the task is to compute with cuDNN,
-it also records the graphs the answer executed (``graph_runs.recording``) and requires that the graph wrote
-the outputs, and whatever the point of the exercise needs (one graph, a pass-by-value scalar, the plans timed). Reference solutions live in
+it also traces where each graded output came from (``provenance.tracing``: every cuDNN graph execute, torch
+operator and CUDA-graph replay while the answer runs) and requires that a cuDNN graph with the exercise's
+operations wrote it from the exercise's own inputs, with no torch compute on the way, plus whatever the point of
+the exercise needs (one graph, a pass-by-value scalar, the plans timed, nothing rebuilt). Reference solutions live in
 ``helpers/exercises/solutions/NN_*.py``; ``H.solution("NN.name")`` loads one, so a stored notebook can prove
 that its checkers accept a correct answer (``tools/student.py`` leaves them out of the student copy).
 """
@@ -27,6 +29,9 @@ import importlib
 import importlib.util
 import inspect
 import textwrap
+import traceback
+import types
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -36,6 +41,36 @@ from ..errors import CourseError, FeatureUnavailable, NoGPUError, first_line
 SOLUTIONS_DIR = Path(__file__).resolve().parent / "solutions"   # inside the package: found installed and in a checkout
 _CHECKERS: dict[str, Callable] = {}
 _NEEDS: dict[str, tuple] = {}
+_DEVICE = ["cuda"]
+
+
+def grading_device() -> str:
+    """Where the checkers make their inputs: ``"cuda"``, or ``"cpu"`` inside ``grading_on("cpu")`` (the unit tests
+    grade answers that need no cuDNN, such as torch doing the work, on the CPU this way)."""
+    return _DEVICE[0]
+
+
+@contextmanager
+def grading_on(device: str):
+    """Checkers that can grade on ``device`` make their inputs there inside the block."""
+    previous, _DEVICE[0] = _DEVICE[0], device
+    try:
+        yield
+    finally:
+        _DEVICE[0] = previous
+
+
+def grading_setup():
+    """``(device, dtype)`` a checker makes its inputs with: the GPU and its working dtype (one line if there is no
+    GPU), or, inside ``grading_on("cpu")``, the CPU in float32."""
+    import torch
+
+    from ..device import require_gpu, working_dtype
+
+    if grading_device() == "cpu":
+        return "cpu", torch.float32
+    require_gpu()
+    return "cuda", working_dtype()
 
 
 class Wrong(AssertionError):
@@ -132,7 +167,7 @@ def checker(key: str, needs: tuple = ()) -> Callable:
 
 def needs(key: str) -> tuple:
     """The feature gates exercise ``key`` needs (what its solution cell's ``cudnn_course.needs`` lists)."""
-    _checker_for(key)
+    checker_for(key)
     return _NEEDS[key]
 
 
@@ -150,7 +185,15 @@ def _split(key: str) -> tuple[str, str]:
     return notebook, name
 
 
-def _checker_for(key: str) -> Callable:
+def exercise_keys() -> list[str]:
+    """Every exercise with a checker, "01.matmul_bias_relu" to "08.swap_weights" (each notebook's module loaded)."""
+    for module in sorted(Path(__file__).parent.glob("nb[0-9][0-9].py")):
+        importlib.import_module(f"{__name__}.{module.stem}")
+    return sorted(k for k in _CHECKERS if not k.startswith("99."))
+
+
+def checker_for(key: str) -> Callable:
+    """The checker registered for exercise ``key`` (its notebook's module loaded first), or one line why none."""
     notebook, _ = _split(key)
     if key not in _CHECKERS:
         try:
@@ -184,7 +227,7 @@ def unfinished(answer: Any) -> str | None:
 
 def exercise(key: str, answer: Any, *, quiet: bool = False) -> Verdict:
     """Grade ``answer`` with exercise ``key``'s checker; print one line (never a traceback) and return it."""
-    check = _checker_for(key)
+    check = checker_for(key)
     reason = unfinished(answer)
     missing = None if reason else _missing_feature(key)
     if reason:
@@ -203,11 +246,37 @@ def exercise(key: str, answer: Any, *, quiet: bool = False) -> Verdict:
             verdict = Verdict(key, "failed", str(exc))
         except CourseError as exc:  # the helpers' own one-line errors
             verdict = Verdict(key, "failed", str(exc))
-        except Exception as exc:  # the learner's code raised: say where, in one line
-            verdict = Verdict(key, "failed", f"your code raised {first_line(exc, 160)}")
+        except Exception as exc:  # the learner's code raised (say where), or the checker could not use what came back
+            verdict = Verdict(key, "failed", raised(answer, exc))
     if not quiet:
         print(verdict)
     return verdict
+
+
+def _code_objects(fn) -> set:
+    """The code of ``fn`` and of every function defined inside it (a ``run`` it returns, a helper it defines)."""
+    code = getattr(getattr(fn, "__func__", fn), "__code__", None)
+    found, todo = set(), [code] if code is not None else []
+    while todo:
+        c = todo.pop()
+        found.add(c)
+        todo += [k for k in c.co_consts if isinstance(k, types.CodeType) and k not in found]
+    return found
+
+
+def raised(answer, exc: BaseException) -> str:
+    """One line for an exception that left a checker: ``your code raised …`` with the function and line where the
+    learner's code was when it did, or, when it rose in the checker itself (what the answer returned could not be
+    used), the checker's one line."""
+    codes = _code_objects(answer)
+    files = {c.co_filename for c in codes}
+    learner = None
+    for frame, line in traceback.walk_tb(exc.__traceback__):
+        if frame.f_code in codes or frame.f_code.co_filename in files:
+            learner = (frame.f_code.co_name, line)
+    if learner is None:
+        return f"the checker could not use what your function returned: {first_line(exc, 140)}"
+    return f"your code raised {first_line(exc, 140)} (in {learner[0]}, line {learner[1]})"
 
 
 def grade_solution(key: str) -> Verdict:

@@ -97,6 +97,8 @@ class GraphRun:
     buffers: dict = field(default_factory=dict)
     values: dict = field(default_factory=dict)
     snapshots: dict = field(default_factory=dict)
+    stream: int | None = None     # the CUDA stream the handle bound (None where unknown)
+    captured: bool = False        # recorded inside a CUDA-graph capture: it runs at each replay, not here
 
     def output_uids(self) -> set | None:
         """UIDs of the graph's outputs, or None where the graph does not say (a deserialized graph has no ops)."""
@@ -174,8 +176,8 @@ class GraphRuns(list):
         return {run.plan for run in self.of_graph(graph) if run.plan is not None}
 
     def writer(self, tensor) -> GraphRun | None:
-        """The last run that had ``tensor``'s memory as an output in its variant pack, or None."""
-        return next((run for run in reversed(self) if run.uid_of(tensor) is not None), None)
+        """The last run (not captured) that had ``tensor``'s memory as an output in its variant pack, or None."""
+        return next((run for run in reversed(self) if not run.captured and run.uid_of(tensor) is not None), None)
 
     def require_written(self, tensor, name: str, *, by=None, how: str = "") -> GraphRun:
         """The run that wrote ``tensor`` (named ``name`` in the messages). ``Wrong`` in one line unless a recorded
@@ -222,41 +224,72 @@ def _plan_number(index) -> int | None:
         return None
 
 
-def _record_execute(runs: GraphRuns, depth: list, original, *, detail: bool, snapshot: bool, at_index: bool):
+def _stream_of(graph, handle) -> int | None:
+    """The stream a cuDNN handle (the one passed, else the graph's own) is bound to, or None where unknown."""
+    handle = handle if handle is not None else getattr(graph, "_handle", None)
+    stream = getattr(handle, "stream", None)
+    return stream if isinstance(stream, int) else None
+
+
+def _capturing() -> bool:
+    """Whether torch's current stream is capturing a CUDA graph (False without CUDA)."""
+    import torch
+
+    try:
+        return torch.cuda.is_available() and torch.cuda.is_current_stream_capturing()
+    except Exception:
+        return False
+
+
+def _record_execute(runs: GraphRuns, depth: list, original, *, detail: bool, snapshot: bool, at_index: bool,
+                    hooks=None):
     @functools.wraps(original)
     def execute(self, tensor_dict, *args, **kwargs):
         if depth[0]:  # called by a watched method (an execute_plan_at_index that calls execute): one run, the outer
             return original(self, tensor_dict, *args, **kwargs)
         depth[0] += 1
+        if hooks is not None:
+            hooks.before()   # what the execute (and the record below) runs is the graph's, not the answer's
         try:
-            result = original(self, tensor_dict, *args, **kwargs)
+            try:
+                result = original(self, tensor_dict, *args, **kwargs)
+            finally:
+                depth[0] -= 1
+            if at_index:
+                index = kwargs.get("index", args[1] if len(args) > 1 else 0)
+                handle = kwargs.get("handle", args[2] if len(args) > 2 else None)
+            else:
+                index = getattr(self, "_plan_index", None)   # execute() runs the selected plan
+                handle = kwargs.get("handle", args[1] if len(args) > 1 else None)
+            run = GraphRun(self, _plan_number(index), stream=_stream_of(self, handle))
+            run.captured = hooks.capturing() if hooks is not None else _capturing()
+            if detail:
+                uids = kwargs.get("tensor_uids", args[5] if not at_index and len(args) > 5 else None)
+                run.buffers = bound_buffers(self, tensor_dict, uids)
+                run.values = {uid: v for uid, b in run.buffers.items() if (v := _host_scalar(b)) is not None}
+                if snapshot and not run.captured:   # nothing ran yet inside a capture (and it may not synchronize)
+                    _snapshot(run)
+            runs.append(run)
+            if hooks is not None:
+                hooks.executed(run)
+            return result
         finally:
-            depth[0] -= 1
-        if at_index:
-            index = kwargs.get("index", args[1] if len(args) > 1 else 0)
-        else:
-            index = getattr(self, "_plan_index", None)   # execute() runs the selected plan
-        run = GraphRun(self, _plan_number(index))
-        if detail:
-            uids = kwargs.get("tensor_uids", args[5] if not at_index and len(args) > 5 else None)
-            run.buffers = bound_buffers(self, tensor_dict, uids)
-            run.values = {uid: v for uid, b in run.buffers.items() if (v := _host_scalar(b)) is not None}
-            if snapshot:
-                _snapshot(run)
-        runs.append(run)
-        return result
+            if hooks is not None:
+                hooks.after()
 
     return execute
 
 
 @contextmanager
-def recording(*, detail: bool = True, snapshot: bool = False, classes: tuple | None = None) -> Iterator[GraphRuns]:
+def recording(*, detail: bool = True, snapshot: bool = False, classes: tuple | None = None, hooks=None,
+              runs: GraphRuns | None = None) -> Iterator[GraphRuns]:
     """Record every execute of a graph inside the block (``GraphRuns``). ``detail=False`` keeps only the graph
     and the plan index (cheap enough to leave on while an answer times plans); ``snapshot=True`` also copies
     each output buffer after its execute (a device synchronize per execute), so that ``require_written`` can
     tell an output overwritten afterwards. ``classes``: the graph classes to watch (default ``graph_classes()``).
-    The original methods are restored on leaving, whatever happens inside."""
-    runs, depth = GraphRuns(), [0]
+    The original methods are restored on leaving, whatever happens inside. ``hooks`` (``provenance.tracing``'s):
+    told before and after each execute, and given each ``GraphRun``; ``runs``: the list to record into."""
+    runs, depth = (GraphRuns() if runs is None else runs), [0]
     saved = []
     for cls in classes if classes is not None else graph_classes():
         for name, at_index in (("execute", False), ("execute_plan_at_index", True)):
@@ -264,7 +297,8 @@ def recording(*, detail: bool = True, snapshot: bool = False, classes: tuple | N
             if original is None:
                 continue
             saved.append((cls, name, original))
-            setattr(cls, name, _record_execute(runs, depth, original, detail=detail, snapshot=snapshot, at_index=at_index))
+            setattr(cls, name, _record_execute(runs, depth, original, detail=detail, snapshot=snapshot, at_index=at_index,
+                                               hooks=hooks))
     if not saved:   # a frontend that moved its execute methods: recording nothing would fail every right answer
         raise RuntimeError(f"graph_runs.recording found no execute method to watch on {classes or graph_classes()}")
     try:

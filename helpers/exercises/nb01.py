@@ -48,13 +48,29 @@ def inspect_matmul_bias_relu(result, y):
     return graph, pack
 
 
+def _run_returned(graph, pack, x, w, b, y, fresh) -> None:
+    """New values in the same buffers, y poisoned again, the returned graph executed by the checker: what y then
+    holds is computed by that graph alone."""
+    import torch
+
+    from ..checking import poison_
+    from ..graphs import get_handle, workspace_for
+
+    x.copy_(fresh(*x.shape))
+    w.copy_(fresh(*w.shape, scale=K**-0.5))
+    b.copy_(fresh(*b.shape))
+    poison_(y)
+    graph.execute(pack, workspace_for(graph), handle=get_handle())
+    torch.cuda.synchronize()
+
+
 @checker("01.matmul_bias_relu")
 def check_matmul_bias_relu(answer):
     import torch
 
     from ..checking import check, poison_
     from ..device import require_gpu, working_dtype
-    from ..graphs import get_handle, workspace_for
+    from .provenance import tracing
 
     require_gpu()
     load_cudnn(need_gpu=False)
@@ -67,19 +83,17 @@ def check_matmul_bias_relu(answer):
     x, w, b = fresh(BATCH, M, K), fresh(BATCH, K, N, scale=K**-0.5), fresh(1, 1, N)
     y = poison_(torch.empty(BATCH, M, N, device="cuda", dtype=dtype))
     first_inputs = [t.clone() for t in (x, w, b)]
-    graph, pack = inspect_matmul_bias_relu(answer(x, w, b, y), y)
-    dims = tuple(graph.get_outputs()[0].get_dim())
-    if dims and dims != tuple(y.shape):
-        raise Wrong(f"the graph's output is {'×'.join(map(str, dims))} but y is {'×'.join(map(str, y.shape))}: "
-                    "build it from the tensors passed in, not the notebook's x and w")
-
-    # New values in the same buffers, and y poisoned again: what follows is computed by the graph alone.
-    x.copy_(fresh(BATCH, M, K))
-    w.copy_(fresh(BATCH, K, N, scale=K**-0.5))
-    b.copy_(fresh(1, 1, N))
-    poison_(y)
-    graph.execute(pack, workspace_for(graph), handle=get_handle())
-    torch.cuda.synchronize()
+    with tracing() as trace:
+        for name, tensor in (("x", x), ("w", w), ("b", b)):
+            trace.input(name, tensor)
+        with trace.answer():
+            returned = answer(x, w, b, y)
+        graph, pack = inspect_matmul_bias_relu(returned, y)
+        dims = tuple(graph.get_outputs()[0].get_dim())
+        if dims and dims != tuple(y.shape):
+            raise Wrong(f"the graph's output is {'×'.join(map(str, dims))} but y is {'×'.join(map(str, y.shape))}: "
+                        "build it from the tensors passed in, not the notebook's x and w")
+        _run_returned(graph, pack, x, w, b, y, fresh)
 
     def ref(x_, w_, b_, bias=True, relu=True):
         out = torch.bmm(x_.double(), w_.double()) + (b_.double() if bias else 0)
@@ -90,6 +104,7 @@ def check_matmul_bias_relu(answer):
 
     result = check("01.matmul_bias_relu", y, ref(x, w, b), quiet=True, raise_on_fail=False)
     if result.ok:
+        trace.require_graph_output(y, "y", kinds=("MATMUL",), inputs=("x", "w", "b"), by=graph)
         return f"correct — your graph computes ReLU(X @ W + b) from the buffers it was given, rel err {result.rel_err:.1e}"
     if result.unwritten == y.numel():
         raise Wrong("y was not written when the checker ran your graph: the variant pack must bind the graph's "
@@ -109,19 +124,33 @@ def check_matmul_bias_relu(answer):
 
 
 # ------------------------------------------------------------------ 01.run_on_stream
+def stream_verdict(writer, stream: int, current: int) -> None:
+    """``Wrong`` in one line unless the execute that wrote y (``writer``, a ``provenance.Event``) ran on ``stream``
+    (its handle bound there); ``current``: torch's current stream, to name the usual slip."""
+    ran_on = writer.origin.run.stream if writer.origin.run is not None else None
+    if ran_on == stream:
+        return
+    if ran_on == current:
+        raise Wrong("the graph ran on the current stream, not on `stream`: bind the handle to `stream` before "
+                    "execute (H.get_handle() inside `with torch.cuda.stream(stream):`, or cudnn.set_stream)")
+    raise Wrong(f"the graph ran on stream {ran_on}, not on `stream`: bind the handle to `stream` before execute")
+
+
 @checker("01.run_on_stream")
 def check_run_on_stream(answer):
     """The learner's function must launch the graph on ``stream`` and return at once.
 
-    The checker holds ``stream`` behind a long GPU wait (a spin kernel on a third stream), calls the answer,
-    then copies y on the current stream. Launched on ``stream``, the graph runs after the wait, so the copy
-    still sees the poisoned y; launched on the current stream, it ran before the copy."""
+    The checker holds ``stream`` behind a long GPU wait (a spin kernel on a third stream) and times the call on
+    the host: a function that waits for the GPU takes about as long as the wait. It traces the execute that writes
+    y: it must be the checker's graph, its handle bound to ``stream`` (a current stream made to wait for ``stream``
+    afterwards is fine), and y must not come from torch."""
     import torch
 
     from ..checking import check, poison_
     from ..device import require_gpu, working_dtype
     from ..graphs import GraphIO, build, get_handle, workspace_for
     from ..recipes import new_graph
+    from .provenance import tracing
 
     require_gpu()
     load_cudnn(need_gpu=False)
@@ -138,6 +167,7 @@ def check_run_on_stream(answer):
     torch.cuda.synchronize()
 
     stream, blocker = torch.cuda.Stream(), torch.cuda.Stream()
+    current = torch.cuda.current_stream().cuda_stream
     poison_(y)
     torch.cuda.synchronize()
     gate_start, gate_end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -146,26 +176,27 @@ def check_run_on_stream(answer):
         torch.cuda._sleep(GATE_CYCLES)
         gate_end.record()
     stream.wait_event(gate_end)
-    t0 = time.perf_counter()
-    try:
-        answer(graph, pack, workspace, stream)
-    finally:
-        host_ms = (time.perf_counter() - t0) * 1e3
-        early = y.clone()  # on the current stream, while `stream` still waits for the gate
-        torch.cuda.synchronize()
-        get_handle()  # the course handle back on the current stream
+    with tracing() as trace:
+        trace.input("x", x)
+        t0 = time.perf_counter()
+        try:
+            with trace.answer():
+                answer(graph, pack, workspace, stream)
+        finally:
+            host_ms = (time.perf_counter() - t0) * 1e3
+            torch.cuda.synchronize()
+            get_handle()  # the course handle back on the current stream
     gate_ms = gate_start.elapsed_time(gate_end)
     if host_ms > gate_ms / 2:
         raise Wrong(f"your function waited for the GPU ({host_ms:.0f} ms, while the stream was held for "
                     f"{gate_ms:.0f} ms): launch on the stream and return without synchronizing")
-    if not torch.isnan(early.float()).all():
-        raise Wrong("the graph ran on the current stream, not on `stream`: bind the handle to `stream` before "
-                    "execute (H.get_handle() inside `with torch.cuda.stream(stream):`, or cudnn.set_stream)")
     result = check("01.run_on_stream", y, torch.relu(x.double()), quiet=True, raise_on_fail=False)
     if result.unwritten == y.numel():
         raise Wrong("y was never written: execute the graph (with pack and workspace) on `stream`")
+    writer = trace.require_graph_output(y, "y", inputs=("x",), by=graph,
+                                        how="execute the graph you are given, on `stream`")
+    stream_verdict(writer, stream.cuda_stream, current)
     if not result.ok:
         raise Wrong(f"y is not ReLU(x): rel err {result.rel_err:.2g}"
                     + (f"; {result.elements}" if result.rel_err <= result.tol else ""))
     return "correct — your graph ran on `stream`, after the work already queued there"
-

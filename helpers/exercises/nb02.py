@@ -5,12 +5,15 @@
 
 Each checker runs the answer on its own NHWC inputs (3x3 filter, padding 1, stride 1) with a NaN-poisoned
 output, compares the output with a float64 PyTorch reference, names the usual mistake when the output
-matches a wrong formula instead, then counts the GPU kernels of one call: the point is one.
+matches a wrong formula instead, then traces who wrote y (``provenance``: a cuDNN graph with a convolution that
+read every input, no torch compute on the way — torch's own cuDNN convolution ops included) and counts the GPU
+kernels of one call: the point is one. Inside ``grading_on("cpu")`` it grades on the CPU up to the kernel count,
+so a torch answer is refused there too.
 torch and the GPU are touched only inside the functions, so this module imports on any machine.
 """
 from __future__ import annotations
 
-from . import NotDone, Wrong, checker, grade_output
+from . import NotDone, Wrong, checker, grade_output, grading_setup
 
 # Small: each answer builds its graph per call, and a checker calls it twice. Channel counts are multiples
 # of 8 (tensor-core kernels); N, C, H=W, K, filter, padding, stride.
@@ -111,21 +114,37 @@ def _run(answer, names: tuple, t: dict):
     returned = answer(*(t[name] for name in names))
     if returned is Ellipsis:
         raise NotDone(f"not done yet — {getattr(answer, '__name__', 'your answer')} returned ...")
-    torch.cuda.synchronize()
+    if t["y"].is_cuda:
+        torch.cuda.synchronize()
+
+
+def require_fused(trace, t: dict, names: tuple) -> None:
+    """``Wrong`` in one line unless y was written last by a cuDNN graph with a convolution that read every input in
+    ``names`` (y aside), with nothing torch computed on the way (``trace``: the ``provenance.Trace`` of the call)."""
+    trace.require_graph_output(t["y"], "y", kinds=("CONV_FPROP",), inputs=tuple(n for n in names if n != "y"))
 
 
 def _check_fused(answer, names: tuple, references, fix: str) -> str:
-    """Run, grade against ``references(t)``, then count one call's kernels on a fresh poisoned output."""
+    """Run, grade against ``references(t)``, trace who wrote y, then count one call's kernels on a fresh poisoned
+    output (GPU only)."""
     import torch
 
     from ..checking import poison_
-    from ..device import working_dtype
     from ..profiling import kernels_launched
+    from .provenance import tracing
 
-    t = tensors(dtype=working_dtype())  # needs a GPU: one line if there is none
-    _run(answer, names, t)
+    device, dtype = grading_setup()   # needs a GPU unless grading on the CPU: one line if there is none
+    t = tensors(dtype=dtype, device=device)
+    with tracing() as trace:
+        for name in names:
+            trace.input(name, t[name])
+        with trace.answer():
+            _run(answer, names, t)
     right, wrong = references(t)
     err = grade(t["y"], right, wrong)
+    require_fused(trace, t, names)
+    if device == "cpu":
+        return f"correct on the CPU — rel err {err:.1e} (the kernel count needs a GPU)"
     fresh = dict(t, y=poison_(torch.empty_like(t["y"])))
     one_kernel(kernels_launched(lambda: answer(*(fresh[name] for name in names))), fix)
     return f"correct — one kernel, rel err {err:.1e}"

@@ -10,15 +10,15 @@ result matches a wrong formula instead, and rejects
 torch kernels running next to the graph (the epilogue and the AMAX belong inside it). From the executes it
 records (``graph_runs.recording``) it also requires the point of each exercise: y and its AMAX written by one
 execute of one graph (not the AMAX from a second graph), and alpha passed by value at every execute (not a device
-tensor refreshed with a kernel). The grading
+tensor refreshed with a kernel). It traces who wrote y and amax (``provenance``): a cuDNN graph with the matmul,
+reading the exercise's inputs, with nothing torch computed on the way (a GEMM by cuBLAS under an epilogue graph,
+``torch._scaled_mm``, an AMAX by torch all fail, each naming the operator). The grading
 functions (``grade_*``) take plain tensors, so they work, and are tested, on the CPU as well; torch and the
 GPU are touched only inside functions, so this module imports on any machine.
 """
 from __future__ import annotations
 
-from contextlib import contextmanager
-
-from . import NotDone, Wrong, agrees, checker, grade_output
+from . import NotDone, Wrong, agrees, checker, grade_output, grading_setup
 
 # batch, M, K, N: small (each answer builds its graph per call), whole tiles for the tensor cores
 SILU_SHAPE = (4, 128, 256, 128)
@@ -278,57 +278,54 @@ def alpha_by_value(runs, y, alpha: float) -> None:
                     f"alpha: pass this call's alpha by value in the variant pack")
 
 
-@contextmanager
-def counting_validates():
-    """A list that grows by one at every ``pygraph.validate()`` (every graph built) inside the block."""
-    from ..libcudnn import load_cudnn
-
-    pygraph = load_cudnn(need_gpu=False).pygraph
-    calls = []
-    original = pygraph.validate
-
-    def validate(self, *args, **kwargs):
-        calls.append(self)
-        return original(self, *args, **kwargs)
-
-    pygraph.validate = validate
-    try:
-        yield calls
-    finally:
-        pygraph.validate = original
+# ------------------------------------------------------------------ the checkers (GPU; on the CPU up to the kernels)
+def require_from_graph(trace, outputs: dict, inputs: tuple) -> None:
+    """``Wrong`` in one line unless each tensor in ``outputs`` (name -> tensor) was written last by a cuDNN graph
+    with a matmul that read every input in ``inputs``, with nothing torch computed on the way."""
+    for name, tensor in outputs.items():
+        trace.require_graph_output(tensor, name, kinds=("MATMUL",), inputs=inputs)
 
 
-# ------------------------------------------------------------------ the checkers (GPU)
-def _call_profiled(answer, *args):
-    """The answer's first result, the kernels of its second call (``kernels_launched`` calls it twice; both
-    results stay alive, so the second call cannot find the first one's output in reused memory), and the graph
-    executes of the first call (``GraphRuns``; recorded without snapshots, so nothing is added to the kernels)."""
+def _call_traced(answer, names: tuple, t: dict):
+    """The answer's result on ``t``'s tensors ``names``; the kernels of a second call (GPU only: ``kernels_launched``
+    calls it twice, both results stay alive, so the second cannot find the first's output in reused memory); the
+    graph executes of the first call (``GraphRuns``, no snapshots: nothing added to the kernels) and the trace."""
     import torch
 
     from ..profiling import kernels_launched
-    from .graph_runs import recording
+    from .provenance import tracing
 
     results, calls = [], []
-    with recording() as runs:
+    with tracing() as trace:
+        for name in names:
+            trace.input(name, t[name])
+        runs = trace.runs
+
         def call():
             mark = len(runs)
-            results.append(answer(*args))
+            results.append(answer(*(t[name] for name in names)))
             calls.append(runs.since(mark))
 
-        names = kernels_launched(call)
-    torch.cuda.synchronize()
-    return results[0], names, calls[0]
+        with trace.answer():
+            if t[names[0]].is_cuda:
+                names_launched = kernels_launched(call)
+                torch.cuda.synchronize()
+            else:
+                call()
+                names_launched = None
+    return results[0], names_launched, calls[0], trace
 
 
 @checker("04.silu_amax")
 def check_silu_amax(answer) -> str:
     """``answer(a, b, bias)`` returns (y, amax): silu(a @ b + bias) and max|y| per batch entry, one graph."""
-    from ..device import working_dtype
-
-    t = silu_inputs(dtype=working_dtype())  # needs a GPU: one line if there is none
-    result, names, runs = _call_profiled(answer, t["a"], t["b"], t["bias"])
+    device, dtype = grading_setup()  # needs a GPU unless grading on the CPU: one line if there is none
+    t = silu_inputs(dtype=dtype, device=device)
+    result, names, runs, trace = _call_traced(answer, ("a", "b", "bias"), t)
     message = grade_silu_amax(t, result)
-    graph_only(names, "the activation and the AMAX")
+    require_from_graph(trace, dict(y=result[0], amax=result[1]), ("a", "b", "bias"))
+    if names is not None:
+        graph_only(names, "the activation and the AMAX")
     one_graph_wrote(runs, dict(y=result[0], amax=result[1]), "the AMAX reduction")
     return message
 
@@ -339,13 +336,17 @@ def check_scaled_relu(answer) -> str:
     import torch
 
     from ..checking import poison_
-    from ..device import working_dtype
     from ..profiling import kernels_launched
-    from .graph_runs import recording
+    from .provenance import tracing
 
-    t = relu_inputs(dtype=working_dtype())
-    with counting_validates() as builds, recording() as runs:
-        run = answer(t["a"], t["b"], t["bias"], t["y"])
+    device, dtype = grading_setup()
+    t = relu_inputs(dtype=dtype, device=device)
+    with tracing() as trace:
+        for name in ("a", "b", "bias"):
+            trace.input(name, t[name])
+        runs = trace.runs
+        with trace.answer():
+            run = answer(t["a"], t["b"], t["bias"], t["y"])
         if run is None or run is Ellipsis:
             raise NotDone("not done yet — return the function run(alpha)")
         if not callable(run):
@@ -353,14 +354,20 @@ def check_scaled_relu(answer) -> str:
         worst = 0.0
         for i, alpha in enumerate(ALPHAS):
             poison_(t["y"])
-            before, mark = len(builds), len(runs)
-            run(alpha)
-            torch.cuda.synchronize()
+            before, mark = len(trace.builds), len(runs)
+            with trace.answer():
+                run(alpha)
+            if device == "cuda":
+                torch.cuda.synchronize()
             worst = max(worst, grade_scaled_relu(t, alpha, ALPHAS[:i]))
-            if i and len(builds) > before:  # the first call may build a graph left unbuilt; later ones must not
+            require_from_graph(trace, dict(y=t["y"]), ("a", "b", "bias"))
+            again = trace.validated(before)
+            if i and again:  # the first call may build a graph left unbuilt; later ones must not
                 raise Wrong(f"run({alpha}) gives the right y but built a graph again (validate() ran "
-                            f"{len(builds) - before} time(s)): build once, then only execute with a new alpha")
+                            f"{len(again)} time(s)): build once, then only execute with a new alpha")
             alpha_by_value(runs.since(mark), t["y"], alpha)
+    if device == "cpu":
+        return f"correct on the CPU — {len(ALPHAS)} alphas, worst rel err {worst:.1e} (the kernel count needs a GPU)"
     graph_only(kernels_launched(lambda: run(ALPHAS[0])), "the scale, the bias and the ReLU")
     return f"correct — {len(ALPHAS)} alphas, one graph, no rebuild; worst rel err {worst:.1e}"
 
@@ -368,9 +375,13 @@ def check_scaled_relu(answer) -> str:
 @checker("04.fp8_matmul_amax", needs=("fp8",))
 def check_fp8_matmul_amax(answer) -> str:
     """``answer(a8, b8, descale_a, descale_b)`` returns (y bf16, amax [1,1,1]) from one FP8 graph."""
-    t = fp8_inputs()
-    result, names, runs = _call_profiled(answer, t["a8"], t["b8"], t["descale_a"], t["descale_b"])
+    device, _ = grading_setup()
+    t = fp8_inputs(device=device)
+    names = ("a8", "b8", "descale_a", "descale_b")
+    result, launched, runs, trace = _call_traced(answer, names, t)
     message = grade_fp8_matmul_amax(t, result)
-    graph_only(names, "the descales and the AMAX")
+    require_from_graph(trace, dict(y=result[0], amax=result[1]), names)
+    if launched is not None:
+        graph_only(launched, "the descales and the AMAX")
     one_graph_wrote(runs, dict(y=result[0], amax=result[1]), "the AMAX reduction")
     return message

@@ -9,15 +9,17 @@ table), and when the answer is wrong, tries the usual mistakes (each a PyTorch r
 the same way) to say which one it is. The grading functions take a ``device`` so the tests can exercise the diagnoses on CPU with
 PyTorch-made answers; the registered checkers always run on the GPU.
 
-The outputs must come from cuDNN (``graph_runs.recording``): in ``05.sliding_window`` the graph the answer returns
-must have executed with ``o`` as its output, and nothing may write ``o`` after it; in ``05.merge_chunks`` every
-chunk's keys and values must have gone through an executed SDPA graph that writes Stats.
+The outputs must come from cuDNN (``provenance.tracing``): in ``05.sliding_window`` the graph the answer returns
+must have executed with ``o`` as its output after reading q, k and v, with nothing torch computed on the way and
+nothing written into ``o`` after it; in ``05.merge_chunks`` every chunk's keys and values must have gone through
+an executed SDPA graph that writes Stats, and ``o`` and ``stats`` must be built from those graphs' results by
+element-wise torch work and reductions alone (torch attention, or matmuls, on the inputs fail, naming the op).
 """
 from __future__ import annotations
 
 import math
 
-from . import NotDone, Wrong, checker
+from . import NotDone, Wrong, checker, grading_device
 
 SLIDING_SHAPE = (1, 2, 256, 64)   # B, H, S, D: most rows lie well past the window
 SLIDING_WINDOWS = (32, 96)        # two sizes: an answer that ignores its argument fails one of them
@@ -144,7 +146,7 @@ def grade_sliding_window(answer, *, device="cuda", need_graph: bool = True, clas
     import torch
 
     from ..checking import poison_
-    from .graph_runs import recording
+    from .provenance import tracing
 
     b, h, s, d = SLIDING_SHAPE
     scale = 1 / math.sqrt(d)
@@ -152,8 +154,12 @@ def grade_sliding_window(answer, *, device="cuda", need_graph: bool = True, clas
     for n, window in enumerate(SLIDING_WINDOWS):
         q, k, v = (_randn(SLIDING_SHAPE, 500 + 10 * n + t, device, torch.bfloat16) for t in range(3))
         o = poison_(torch.empty_like(q))
-        with (recording(snapshot=True, classes=classes) if need_graph else contextlib.nullcontext()) as runs:
-            graph = answer(q, k, v, o, window)
+        with (tracing(snapshot=True, classes=classes) if need_graph else contextlib.nullcontext()) as trace:
+            if need_graph:
+                for name, tensor in (("q", q), ("k", k), ("v", v)):
+                    trace.input(name, tensor)
+            with (trace.answer() if need_graph else contextlib.nullcontext()):
+                graph = answer(q, k, v, o, window)
         _sync(device)
         if graph is None or graph is Ellipsis:
             raise NotDone("not done yet — sliding_window_sdpa returned nothing; return the graph it built")
@@ -166,7 +172,9 @@ def grade_sliding_window(answer, *, device="cuda", need_graph: bool = True, clas
                         "with o as its output buffer")
         if need_graph:
             try:
-                runs.require_written(o, "o", by=graph, how="execute the graph you return, with o as its output")
+                trace.require_graph_output(o, "o", kinds=("SDPA",), inputs=("q", "k", "v"), by=graph,
+                                           how="execute the graph you return, with o as its output")
+                trace.runs.require_written(o, "o", by=graph)
             except Wrong as exc:
                 raise Wrong(where + str(exc)) from None
         result = _compare(o, _attention(q, k, v, scale, band(s, window, device=device))[0])
@@ -181,7 +189,7 @@ def grade_sliding_window(answer, *, device="cuda", need_graph: bool = True, clas
 
 @checker("05.sliding_window", needs=("sdpa",))
 def check_sliding_window(answer):
-    return grade_sliding_window(answer, device="cuda")
+    return grade_sliding_window(answer, device=grading_device())
 
 
 # ------------------------------------------------------------------ 05.merge_chunks
@@ -247,6 +255,19 @@ def chunk_graphs_ran(runs, chunks) -> None:
                         "and make Stats an output — the merge needs each chunk's Stats")
 
 
+def merged_from_chunks(trace, outputs: dict, chunks) -> None:
+    """``Wrong`` in one line unless each tensor in ``outputs`` (name -> tensor) is built from every chunk's cuDNN
+    SDPA results by element-wise torch work and reductions alone, torch never computing with q, k or v itself."""
+    from .provenance import elementwise_merge
+
+    needs = [(lambda e, k=k, v=v: "SDPA" in e.node_kinds() and e.origin.run.reads(k) and e.origin.run.reads(v),
+              f"chunk {c}'s cuDNN SDPA results: merge the o and Stats each chunk's graph wrote")
+             for c, (k, v) in enumerate(chunks, 1)]
+    for name, tensor in outputs.items():
+        trace.require_derived(tensor, name, needs=needs, allow=elementwise_merge,
+                              inputs_through_graphs=tuple(trace.inputs))
+
+
 def _writes_stats(run) -> bool:
     """Whether ``run``'s SDPA node has a Stats output bound in that execute's variant pack."""
     for node in getattr(run.graph, "nodes", None) or []:
@@ -265,13 +286,19 @@ def grade_merge_chunks(answer, *, device="cuda", need_graphs: bool | None = None
 
     import torch
 
-    from .graph_runs import recording
+    from .provenance import tracing
 
     if need_graphs is None:
         need_graphs = str(device).startswith("cuda")
     q, chunks, scale = merge_inputs(device)
-    with (recording(classes=classes) if need_graphs else contextlib.nullcontext()) as runs:
-        got = answer(q, chunks, scale)
+    with (tracing(classes=classes) if need_graphs else contextlib.nullcontext()) as trace:
+        if need_graphs:
+            trace.input("q", q)
+            for c, (k, v) in enumerate(chunks, 1):
+                trace.input(f"chunk {c}'s k", k)
+                trace.input(f"chunk {c}'s v", v)
+        with (trace.answer() if need_graphs else contextlib.nullcontext()):
+            got = answer(q, chunks, scale)
     _sync(device)
     if got is None or got is Ellipsis:
         raise NotDone("not done yet — merge_chunks returned nothing; return (o, stats)")
@@ -296,7 +323,8 @@ def grade_merge_chunks(answer, *, device="cuda", need_graphs: bool | None = None
         if _unwritten(t):
             raise Wrong(f"{name} holds {_unwritten(t)} NaN elements (a buffer never written?)")
     if need_graphs:
-        chunk_graphs_ran(runs, chunks)
+        chunk_graphs_ran(trace.runs, chunks)
+        merged_from_chunks(trace, dict(o=o, stats=stats), chunks)
     k_all = torch.cat([k for k, _ in chunks], dim=2)
     v_all = torch.cat([v for _, v in chunks], dim=2)
     want_o, want_stats = _attention(q, k_all, v_all, scale)
@@ -314,4 +342,4 @@ def grade_merge_chunks(answer, *, device="cuda", need_graphs: bool | None = None
 
 @checker("05.merge_chunks", needs=("sdpa",))
 def check_merge_chunks(answer):
-    return grade_merge_chunks(answer, device="cuda")
+    return grade_merge_chunks(answer, device=grading_device(), need_graphs=True)

@@ -9,7 +9,7 @@ Both build tiny matmuls (C[1, 64, 48] = A[1, 64, 32] @ B[1, 32, 48]) in the work
 """
 from __future__ import annotations
 
-from . import NotDone, Wrong, checker
+from . import NotDone, Wrong, checker, grading_setup
 
 UIDS = {"a": 11, "b": 12, "c": 13}   # the exercise's contract: the reloading side knows only these
 SHAPE = dict(m=64, k=32, n=48)
@@ -17,17 +17,16 @@ SHAPE = dict(m=64, k=32, n=48)
 
 # ---------------------------------------------------------------- shared plumbing
 def _tensors(seed: int, m: int = SHAPE["m"], k: int = SHAPE["k"], n: int = SHAPE["n"]) -> dict:
-    """a, b (scaled so C stays near 1) and a NaN-poisoned c, from a fixed seed."""
+    """a, b (scaled so C stays near 1) and a NaN-poisoned c, from a fixed seed (on the grading device)."""
     import torch
 
     from ..checking import poison_
-    from ..device import working_dtype
 
-    dtype = working_dtype()
-    gen = torch.Generator(device="cuda").manual_seed(seed)
-    a = torch.randn(1, m, k, device="cuda", generator=gen).to(dtype)
-    b = (torch.randn(1, k, n, device="cuda", generator=gen) / k**0.5).to(dtype)
-    return {"a": a, "b": b, "c": poison_(torch.empty(1, m, n, device="cuda", dtype=dtype))}
+    device, dtype = grading_setup()
+    gen = torch.Generator(device=device).manual_seed(seed)
+    a = torch.randn(1, m, k, device=device, generator=gen).to(dtype)
+    b = (torch.randn(1, k, n, device=device, generator=gen) / k**0.5).to(dtype)
+    return {"a": a, "b": b, "c": poison_(torch.empty(1, m, n, device=device, dtype=dtype))}
 
 
 def _reference(t: dict):
@@ -85,12 +84,15 @@ def check_round_trip(answer) -> str:
     from ..errors import first_line
     from ..graphs import get_handle
     from ..libcudnn import load_cudnn
-    from .graph_runs import recording
+    from .provenance import tracing
 
     cudnn = load_cudnn(need_gpu=False)
     t = _tensors(seed=1)
-    with recording(snapshot=True) as runs:
-        result = answer(t["a"], t["b"], t["c"])
+    with tracing(snapshot=True) as trace:
+        trace.input("a", t["a"])
+        trace.input("b", t["b"])
+        with trace.answer():
+            result = answer(t["a"], t["b"], t["c"])
     if result is None or result is Ellipsis:
         raise NotDone("not done yet — round_trip returns nothing; return (blob, reloaded)")
     if not isinstance(result, tuple) or len(result) != 2:
@@ -108,9 +110,10 @@ def check_round_trip(answer) -> str:
     first = _verdict(t)
     if not first.ok:
         raise Wrong(_blame(first, "after your run") + "; execute the reloaded graph with {uid: tensor}")
-    # c must be what the reloaded graph wrote: not torch's a @ b next to a reload that never ran.
-    runs.require_written(t["c"], "c", by=reloaded, how="execute the reloaded graph with {uid: tensor} so that it "
-                         "writes c")
+    # c must be what the reloaded graph wrote, from a and b: not torch's a @ b next to a reload that never ran.
+    how = "execute the reloaded graph with {uid: tensor} so that it writes c"
+    trace.require_graph_output(t["c"], "c", inputs=("a", "b"), by=reloaded, how=how)
+    trace.runs.require_written(t["c"], "c", by=reloaded, how=how)
 
     # Only the bytes travel to another process: reload them into a graph of ours, fed by the UIDs alone.
     ours = cudnn.pygraph(handle=get_handle())
@@ -180,6 +183,7 @@ def check_load_or_build(answer) -> str:
     fingerprint field from elsewhere, another graph, no entry); a load is a fresh pygraph with no ops, a build
     is the graph handed in. Whatever comes back must then compute C = A @ B when fed by UID."""
     from ..graphs import build
+    from .provenance import tracing
 
     here = _this_machine()
     t = _tensors(seed=4)
@@ -199,7 +203,9 @@ def check_load_or_build(answer) -> str:
               ("no entry (None)", None, "build")]
     for what, entry, want in cases:
         handed = _matmul_graph(t)
-        got = answer(None if entry is None else dict(entry, fingerprint=dict(entry["fingerprint"])), handed)
+        with tracing() as trace, trace.answer():
+            got = answer(None if entry is None else dict(entry, fingerprint=dict(entry["fingerprint"])), handed)
+        built = trace.plan_builds()
         if got is None or got is Ellipsis:
             raise NotDone("not done yet — load_or_build returns nothing; return a graph ready to execute")
         if not _is_graph(got):
@@ -217,6 +223,10 @@ def check_load_or_build(answer) -> str:
         if want == "build" and did == "load":
             raise Wrong(f"it loaded {what}: compare the entry's whole fingerprint (all {len(here)} fields of "
                         "plancache.current_fingerprint()) with this machine's, and its key with graph.key()")
+        if want == "load" and built:
+            raise Wrong(f"it loaded {what}, but built a plan first ({len(built)} build(s) on "
+                        f"{'the graph handed in' if any(g is handed for g in built) else 'another graph'}): the point "
+                        "of a cache hit is no build at all — check the entry before building anything")
         t["c"].fill_(float("nan"))
         _run_by_uid(got, t)
         result = _verdict(t)

@@ -11,8 +11,6 @@ Each checker makes its own inputs and its own kernel cache, and needs a GPU (cuD
 """
 from __future__ import annotations
 
-from contextlib import contextmanager
-
 from . import NotDone, Wrong, checker
 
 PROJECTION_SHAPES = [(2, 16), (3, 40), (1, 24)]   # (B, S): batch and sequence length change together
@@ -54,24 +52,6 @@ def _serialized(cache) -> str | None:
         return None
 
 
-@contextmanager
-def counting_builds(cudnn):
-    """Inside: the list of ``cudnn.pygraph`` objects validated (every build path validates a graph once)."""
-    built: list = []
-    original = cudnn.pygraph.validate
-
-    def validate(self, *args, **kwargs):
-        if not any(g is self for g in built):
-            built.append(self)
-        return original(self, *args, **kwargs)
-
-    cudnn.pygraph.validate = validate
-    try:
-        yield built
-    finally:
-        cudnn.pygraph.validate = original
-
-
 def _graph_and_pack(result, name: str):
     """``(graph, io)`` or ``(graph, {tensor or uid: buffer})`` as (graph, variant pack)."""
     if result is None or result is Ellipsis:
@@ -101,6 +81,7 @@ def check_build_projection(build_projection):
     from ..device import require_gpu, working_dtype
     from ..graphs import get_handle, workspace_for
     from ..libcudnn import load_cudnn
+    from .provenance import tracing
 
     require_gpu()
     cudnn = load_cudnn(need_gpu=False)
@@ -116,13 +97,18 @@ def check_build_projection(build_projection):
         where = f"B×S = {batch}×{seq}"
         x = torch.randn(batch, seq, k, device="cuda", generator=gen).to(dtype)
         y = poison_(torch.empty(batch, seq, n, device="cuda", dtype=dtype))
-        graph, pack = _graph_and_pack(build_projection(x, w, b, y, cache), "build_projection")
-        problem = options_problem(graph, cache)
-        if problem:
-            raise Wrong(problem)
-        readable = readable and graph_options(graph) is not None
-        graph.execute(pack, workspace_for(graph), handle=get_handle())
-        torch.cuda.synchronize()
+        with tracing(snapshot=True) as trace:
+            for name, tensor in (("x", x), ("w", w), ("b", b)):
+                trace.input(name, tensor)
+            with trace.answer():
+                graph, pack = _graph_and_pack(build_projection(x, w, b, y, cache), "build_projection")
+            problem = options_problem(graph, cache)
+            if problem:
+                raise Wrong(problem)
+            readable = readable and graph_options(graph) is not None
+            poison_(y)   # whatever the function wrote into y: from here, only the graph it returned writes it
+            graph.execute(pack, workspace_for(graph), handle=get_handle())
+            torch.cuda.synchronize()
         ref = x.double() @ w.double() + b.double()
         result = check(f"projection, {where}", y, ref, raise_on_fail=False, quiet=True)
         if not result.ok:
@@ -135,12 +121,30 @@ def check_build_projection(build_projection):
                 raise Wrong(f"the output ignores the bias (rel err {result.rel_err:.1e} at {where}; x @ w alone "
                             "matches it)")
             raise Wrong(f"wrong output at {where}: {result}")
+        try:
+            trace.require_graph_output(y, "y", kinds=("MATMUL",), inputs=("x", "w", "b"), by=graph,
+                                       how="bind x, w, b and y themselves in the pack you return")
+        except Wrong as exc:
+            raise Wrong(f"at {where}: {exc}") from None
         passed.append(where)
         errors.append(result.rel_err)
     if not readable and _serialized(cache) == before:  # this frontend hides the options: the cache must have changed
         raise Wrong("the kernel cache you were given is still empty after three builds: build with "
                     "pygraph(..., kernel_cache=cache, is_dynamic_shape_enabled=True)")
     return f"correct at {', '.join(passed)} (largest rel err {max(errors):.1e}), all three built on your kernel cache"
+
+
+def _kept_graph(value):
+    """The graph a ``graphs`` entry holds: the first item of a ``(graph, io)`` pair, or the entry itself."""
+    return value[0] if isinstance(value, (tuple, list)) and value else value
+
+
+def _distinct(graphs: list) -> list:
+    seen: list = []
+    for g in graphs:
+        if not any(g is s for s in seen):
+            seen.append(g)
+    return seen
 
 
 @checker("07.serve", needs=("kernel_cache",))
@@ -151,19 +155,22 @@ def check_serve(serve):
     from ..device import require_gpu, working_dtype
     from ..recipes import conv_bias_relu
     from ..libcudnn import load_cudnn
-    from .graph_runs import recording
+    from .provenance import tracing
 
     require_gpu()
     cudnn = load_cudnn(need_gpu=False)
     dtype = working_dtype()
     fixed = conv_bias_relu.make_tensors(1, SERVE_C, SERVE_HW, SERVE_K, dtype=dtype, seed=11)
     w, b = fixed["w"], fixed["b"]
-    cache, graphs, seen, kept = cudnn.create_kernel_cache(), {}, [], {}
-    with counting_builds(cudnn) as built:
+    cache, graphs, seen, kept, returned = cudnn.create_kernel_cache(), {}, [], {}, []
+    with tracing(snapshot=True) as trace:
+        trace.input("w", w)
+        trace.input("b", b)
         for i, batch in enumerate(SERVE_BATCHES, 1):
             what = f"request {i} (batch {batch}{', a shape seen before' if batch in seen else ''})"
             x = conv_bias_relu.make_tensors(batch, SERVE_C, SERVE_HW, SERVE_K, dtype=dtype, seed=100 + i)["x"]
-            with recording(snapshot=True) as runs:
+            trace.input("x", x)
+            with trace.answer():
                 y = serve(x, w, b, graphs, cache)
             if y is None or y is Ellipsis:
                 raise NotDone("not done yet — serve returns nothing; return y")
@@ -175,10 +182,13 @@ def check_serve(serve):
             result = check(what, y, conv_bias_relu.reference(dict(x=x, w=w, b=b)), raise_on_fail=False, quiet=True)
             if not result.ok:
                 raise Wrong(f"{what}: wrong output ({_why(result)})")
-            try:  # y must be what a cuDNN graph wrote, not torch's conv next to graphs that were only built
-                runs.require_written(y, "y", how="execute the graph kept for this shape with y as its output")
+            try:  # y must be what a cuDNN graph wrote from this x, not torch's conv next to graphs only built
+                how = "execute the graph kept for this shape on this x, with y as its output"
+                trace.require_graph_output(y, "y", kinds=("CONV_FPROP",), inputs=("x", "w", "b"), how=how)
+                trace.runs.require_written(y, "y", how=how)
             except Wrong as exc:
                 raise Wrong(f"{what}: {exc}") from None
+            returned.append((what, y, y.clone()))
             if batch not in seen:
                 seen.append(batch)
             holds = (f"graphs holds {len(graphs)} entr{'y' if len(graphs) == 1 else 'ies'} after "
@@ -189,19 +199,24 @@ def check_serve(serve):
             if len(graphs) > len(seen):
                 raise Wrong(f"{holds}: a repeated shape must find its graph again, so the key should depend on the "
                             "shape only")
-            for key, value in kept.items():
-                if graphs.get(key) is not value:
+            for key, graph in kept.items():
+                if _kept_graph(graphs.get(key)) is not graph:
                     raise Wrong(f"{what} replaced the graph kept under {key!r}: reuse the graph a shape already has")
-            kept = dict(graphs)
+            kept = {key: _kept_graph(value) for key, value in graphs.items()}
+            built = _distinct(trace.validated())
             if len(built) != len(seen):
                 raise Wrong(f"{what}: {len(built)} graphs built so far for {len(seen)} distinct shapes; build only "
                             "when graphs has none for this shape")
+    for what, y, as_returned in returned:
+        if not torch.equal(y, as_returned):
+            raise Wrong(f"the output of {what} changed after serve returned it: a later request wrote into it — "
+                        "give every request a y of its own")
     for graph in built:
         problem = options_problem(graph, cache)
         if problem:
             raise Wrong(problem)
     return (f"correct for batches {SERVE_BATCHES}: {len(built)} graphs built for {len(seen)} shapes, "
-            "all on your kernel cache")
+            "all on your kernel cache, every output intact after the last request")
 
 
 @checker("07.restore_cache", needs=("kernel_cache", "kernel_cache_serialize"))
@@ -213,6 +228,7 @@ def check_restore_cache(restore_cache):
     from ..graphs import build, get_handle, workspace_for
     from ..recipes import conv_bias_relu
     from ..libcudnn import load_cudnn
+    from .provenance import tracing
 
     require_gpu()
     cudnn = load_cudnn(need_gpu=False)
@@ -227,7 +243,8 @@ def check_restore_cache(restore_cache):
     saved = cudnn.create_kernel_cache()
     conv_on(saved, RESTORE_BUILT, 21)
     text = saved.serialize()
-    loaded = restore_cache(text)
+    with tracing() as trace, trace.answer():
+        loaded = restore_cache(text)
     if loaded is None or loaded is Ellipsis:
         raise NotDone("not done yet — restore_cache returns nothing; return the new cache")
     if isinstance(loaded, str):
@@ -235,6 +252,12 @@ def check_restore_cache(restore_cache):
     if type(loaded) is not type(saved):
         raise Wrong(f"restore_cache returned a {type(loaded).__name__}, not a kernel cache "
                     "(cudnn.create_kernel_cache())")
+    if trace.builds:
+        raise Wrong(f"restore_cache built {len(_distinct([g for _, g in trace.builds]))} graph(s): restoring is "
+                    "loading the text into a new cache (deserialize), with no build")
+    if not any(cache is loaded and data == text for cache, data in trace.cache_loads):
+        raise Wrong("the cache you returned was not loaded from the text you were given: deserialize that text "
+                    "into it")
     try:  # a cache that holds the text refuses a second load; an empty one takes it
         loaded.deserialize(text)
     except Exception:

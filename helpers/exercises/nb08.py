@@ -157,31 +157,46 @@ def capture_verdict(*, empty: bool, h, h_ref, y, y_ref, tol: float | None = None
     return f"correct — one CUDA graph replays both cuDNN graphs, rel err {_compare(y, y_ref, tol).rel_err:.1e}"
 
 
+def replayed_graphs(trace, mlp, h, y) -> None:
+    """``Wrong`` in one line unless the replay wrote h with mlp.up's captured execute and y with mlp.down's, from
+    mlp.x, with nothing torch computed on the way (a capture of torch ops, or cuDNN executed outside the capture
+    and copied in, fails)."""
+    how = "record the executes of mlp.up and mlp.down inside the capture"
+    trace.require_graph_output(h, "h", inputs=("x",), by=mlp.up, replay=True, how=how)
+    trace.require_graph_output(y, "y", inputs=("x",), by=mlp.down, replay=True, how=how)
+
+
 @checker("08.capture_two")
 def check_capture_two(capture_two):
+    from .provenance import tracing
+
     require_gpu()
     mlp = make_mlp(seed=1)
     x, h, y = mlp.x, mlp.h, mlp.y               # kept: the answer may rebind the names on mlp
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        recorded = capture_two(mlp)
-    torch.cuda.synchronize()
-    if recorded is None or recorded is Ellipsis:
-        raise NotDone("not done yet — capture_two returned nothing; return the torch.cuda.CUDAGraph")
-    if not isinstance(recorded, torch.cuda.CUDAGraph):
-        raise Wrong(f"capture_two returned a {type(recorded).__name__}, not the torch.cuda.CUDAGraph it recorded")
-    empty = any("CUDA Graph is empty" in str(w.message) for w in caught)
-    x_new = _randn(torch, mlp.gen, *x.shape, dtype=mlp.dtype)
-    x.copy_(x_new)
-    poison_(h)
-    poison_(y)
-    try:
-        recorded.replay()
+    with tracing() as trace:
+        trace.input("x", x)
+        with warnings.catch_warnings(record=True) as caught, trace.answer():
+            warnings.simplefilter("always")
+            recorded = capture_two(mlp)
         torch.cuda.synchronize()
-    except RuntimeError as exc:
-        raise Wrong(f"replaying the returned graph failed — was it captured? ({str(exc).splitlines()[0][:80]})")
+        if recorded is None or recorded is Ellipsis:
+            raise NotDone("not done yet — capture_two returned nothing; return the torch.cuda.CUDAGraph")
+        if not isinstance(recorded, torch.cuda.CUDAGraph):
+            raise Wrong(f"capture_two returned a {type(recorded).__name__}, not the torch.cuda.CUDAGraph it recorded")
+        empty = any("CUDA Graph is empty" in str(w.message) for w in caught)
+        x_new = _randn(torch, mlp.gen, *x.shape, dtype=mlp.dtype)
+        x.copy_(x_new)
+        poison_(h)
+        poison_(y)
+        try:
+            recorded.replay()
+            torch.cuda.synchronize()
+        except RuntimeError as exc:
+            raise Wrong(f"replaying the returned graph failed — was it captured? ({str(exc).splitlines()[0][:80]})")
     h_ref, y_ref = mlp_reference(mlp, x_new)
-    return capture_verdict(empty=empty, h=h, h_ref=h_ref, y=y, y_ref=y_ref)
+    message = capture_verdict(empty=empty, h=h, h_ref=h_ref, y=y, y_ref=y_ref)
+    replayed_graphs(trace, mlp, h, y)
+    return message
 
 
 # ---------------------------------------------------------------- 08.serve
@@ -223,6 +238,10 @@ def serve_verdict(outputs, refs, *, stale_ref, y_static, replays: int, tol: floa
     if any(_shares_memory(out, y_static) for out in outputs):
         raise Wrong("an output is mlp.y itself: the next replay overwrites that buffer — keep a copy of each "
                     "result (clone())")
+    shared = next(((i, j) for i in range(n) for j in range(i) if _shares_memory(outputs[i], outputs[j])), None)
+    if shared:
+        raise Wrong(f"outputs {shared[1]} and {shared[0]} share one buffer, so the later request overwrote the earlier "
+                    "one's result: give every request a copy of its own (mlp.y.clone())")
     if replays < n:
         raise Wrong(f"the captured graph was replayed {replays} time(s) for {n} requests: replay it once per request")
     if all(_matches(out, ref, tol) for out, ref in zip(outputs, refs)):
@@ -239,22 +258,43 @@ def serve_verdict(outputs, refs, *, stale_ref, y_static, replays: int, tol: floa
     raise Wrong(f"output {bad} is wrong ({_off_by(outputs[bad], refs[bad], tol)})")
 
 
+def served_by_replays(trace, mlp, outputs) -> None:
+    """``Wrong`` in one line unless every output holds what a replay of the captured mlp.down wrote, computed from
+    its own request, with nothing torch computed on the way (torch's MLP, or the cuDNN graphs executed directly
+    outside the CUDA graph, fail)."""
+    needs = [(lambda e: e.kind == "replay" and e.origin.graph is mlp.down,
+              "a replay of cuda_graph: copy the request into mlp.x, replay, then copy mlp.y out")]
+    for i, out in enumerate(outputs):
+        trace.require_derived(out, f"output {i}", needs=needs)
+        if not trace.reaches(out, f"request {i}"):
+            raise Wrong(f"output {i} does not depend on request {i}: copy each request into mlp.x before its replay")
+
+
 @checker("08.serve")
 def check_serve(serve):
+    from .provenance import tracing
+
     require_gpu()
     mlp = make_mlp(seed=2)
     x_static, y_static = mlp.x, mlp.y          # kept: serve may rebind the names on mlp
-    recorded = CountingGraph(_record_mlp(mlp))
-    x_before = _randn(torch, mlp.gen, *x_static.shape, dtype=mlp.dtype)
-    x_static.copy_(x_before)
-    poison_(y_static)
-    torch.cuda.synchronize()
-    requests = [_randn(torch, mlp.gen, *x_static.shape, dtype=mlp.dtype) for _ in range(REQUESTS)]
-    refs = [mlp_reference(mlp, r)[1] for r in requests]
-    outputs = serve(mlp, recorded, [r.clone() for r in requests])
-    torch.cuda.synchronize()
-    return serve_verdict(outputs, refs, stale_ref=mlp_reference(mlp, x_before)[1], y_static=y_static,
-                         replays=recorded.replays)
+    with tracing() as trace:
+        recorded = CountingGraph(_record_mlp(mlp))
+        x_before = _randn(torch, mlp.gen, *x_static.shape, dtype=mlp.dtype)
+        x_static.copy_(x_before)
+        poison_(y_static)
+        torch.cuda.synchronize()
+        requests = [_randn(torch, mlp.gen, *x_static.shape, dtype=mlp.dtype) for _ in range(REQUESTS)]
+        refs = [mlp_reference(mlp, r)[1] for r in requests]
+        handed = [r.clone() for r in requests]
+        for i, request in enumerate(handed):
+            trace.input(f"request {i}", request)
+        with trace.answer():
+            outputs = serve(mlp, recorded, handed)
+        torch.cuda.synchronize()
+    message = serve_verdict(outputs, refs, stale_ref=mlp_reference(mlp, x_before)[1], y_static=y_static,
+                            replays=recorded.replays)
+    served_by_replays(trace, mlp, list(outputs))
+    return message
 
 
 # ---------------------------------------------------------------- 08.swap_weights
