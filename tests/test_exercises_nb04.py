@@ -473,7 +473,6 @@ def fp8_result_copied_out(a8, b8, descale_a, descale_b):
 
 WRONG = [
     ("04.silu_amax", silu_by_torch, "torch computed y (aten.baddbmm"),
-    ("04.silu_amax", gemm_by_cublas_epilogue_in_a_graph, "torch computed part of y (aten.bmm)"),
     ("04.silu_amax", cudnn_result_thrown_away, "torch computed y (aten.baddbmm"),
     ("04.silu_amax", cudnn_result_copied_out, "y holds a copy of a cuDNN result (aten.clone)"),
     ("04.scaled_relu", scaled_relu_by_torch, "torch computed y (aten.bmm"),
@@ -501,6 +500,17 @@ WRONG = [
 def test_the_checker_rejects_a_typical_wrong_answer(key, answer, message):
     verdict = graded(key, answer)
     assert verdict.status == "failed" and verdict.message.startswith(message), verdict.message
+
+
+@requires_gpu
+def test_a_gemm_by_cublas_under_an_epilogue_graph_is_refused():
+    """The GEMM by torch, the epilogue and AMAX in a cuDNN graph: refused by name, or (cuDNN 9.19 proposes no engine
+    for an epilogue without its matmul) the learner's own exception in one line, naming where it rose."""
+    verdict = graded("04.silu_amax", gemm_by_cublas_epilogue_in_a_graph)
+    assert verdict.status == "failed", verdict
+    assert verdict.message.startswith(("torch computed part of y (aten.bmm)",
+                                       "your code raised cudnnGraphNotSupportedError")), verdict.message
+    assert verdict.message.endswith(")") and " (in " in verdict.message or verdict.message.startswith("torch")
 
 
 @requires_gpu

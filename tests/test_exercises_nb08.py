@@ -369,7 +369,8 @@ def _torch_layers(mlp, w1, b1, w2, b2):
 
 
 def capture_copies_of_eager_results(mlp):
-    """Wrong: the cuDNN graphs run eagerly into scratch buffers; the capture holds only copies into h and y."""
+    """Wrong: the cuDNN graphs run eagerly; the capture holds only copies of their results into h and y, which
+    cannot follow a new input."""
     solution = H.solution("08.capture_two")
     scratch_h, scratch_y = torch.empty_like(mlp.h), torch.empty_like(mlp.y)
     solution(mlp)                                   # warms up and binds the handle; the result is not used
@@ -433,7 +434,7 @@ def swap_with_torch(layer, w_new):
 
 GPU_CASES = [
     ("08.capture_two", capture_torch_ops, "torch computed h (aten."),
-    ("08.capture_two", capture_copies_of_eager_results, "h holds a copy of a cuDNN result (aten.copy_)"),
+    ("08.capture_two", capture_copies_of_eager_results, "h is wrong after the replay"),
     ("08.serve", serve_with_torch, "torch computed output 0 (aten."),
     ("08.serve", serve_replays_then_executes, "output 0 does not use a replay of cuda_graph"),
     ("08.serve", serve_one_shared_buffer, "outputs 0 and 1 share one buffer"),

@@ -322,9 +322,6 @@ def grade_merge_chunks(answer, *, device="cuda", need_graphs: bool | None = None
     for name, t in (("o", o), ("stats", stats)):
         if _unwritten(t):
             raise Wrong(f"{name} holds {_unwritten(t)} NaN elements (a buffer never written?)")
-    if need_graphs:
-        chunk_graphs_ran(trace.runs, chunks)
-        merged_from_chunks(trace, dict(o=o, stats=stats), chunks)
     k_all = torch.cat([k for k, _ in chunks], dim=2)
     v_all = torch.cat([v for _, v in chunks], dim=2)
     want_o, want_stats = _attention(q, k_all, v_all, scale)
@@ -336,6 +333,9 @@ def grade_merge_chunks(answer, *, device="cuda", need_graphs: bool | None = None
     if not s_result.ok:
         mistake = _merge_stats_mistake(stats, q, chunks, scale, want_stats)
         raise Wrong(mistake or _off(s_result, "o is right but stats differs from the log-sum-exp over all keys"))
+    if need_graphs:   # the right numbers: now who computed them
+        chunk_graphs_ran(trace.runs, chunks)
+        merged_from_chunks(trace, dict(o=o, stats=stats), chunks)
     return (f"correct — {len(chunks)} chunks merged: o rel err {o_result.rel_err:.1e}, stats rel err "
             f"{s_result.rel_err:.1e} against attention over all keys")
 

@@ -374,9 +374,10 @@ class Trace:
             key = self._key(buffer)
             if key is None:
                 continue
-            if outputs is None:            # a deserialized graph does not say which are outputs: both
+            if outputs is None:            # a deserialized graph does not say which are outputs: all but the inputs
                 reads.add(key)
-                writes.add(key)
+                if key not in self.inputs.values():
+                    writes.add(key)
             elif uid in outputs:
                 writes.add(key)
                 if not isinstance(buffer, int) and self._covers(buffer):
