@@ -47,24 +47,24 @@ def heuristic_modes(names=DEFAULT_HEURISTICS) -> list:
 
 
 def build(graph, heuristics=None, policy=None, *, restrict=None, notes=None, pick=None, pin=None) -> StepTimer:
-    """The build steps, each timed. Returns the ``StepTimer``; ``timer.plan`` is the selected plan's index
-    (``None`` when ``build_plans(policy)`` chose).
-
-    validate → build_operation_graph → create_execution_plans(heuristics) [→ select_behavior_notes(notes)]
-    → check_support → build_plans(policy). Notebooks 01/02 spell these out; later notebooks call this once the
-    steps are familiar. The options are the choices the course makes elsewhere, each in one place:
+    """The frontend's own ``graph.build(heuristics)`` — validate → build_operation_graph → create_execution_plans
+    → check_support → build_plans — with what it lacks: each step timed (the ``StepTimer`` it returns), and four
+    choices the course makes in one place. ``timer.plan`` is the selected plan's index (``None`` when
+    ``build_plans(policy)`` chose). Notebooks 01/02 spell the steps out; later notebooks call this, or
+    ``graph.build([...])`` where nothing below is needed.
 
     - ``heuristics``: mode names or ``cudnn.heur_mode`` members (default ``DEFAULT_HEURISTICS``, A then FALLBACK);
+      ``policy``: ``build_plans``' policy (``cudnn.build_plan_policy.ALL`` builds every candidate);
     - ``restrict(graph)``: a filter set after ``build_operation_graph`` and before the candidates are made
       (``deselect_workspace_greater_than``, ``deselect_engines``, note filters: notebook 03). Set it there: on
       frontend 1.32 a workspace limit set before ``validate()`` was not applied on an H200;
     - ``notes``: keep only candidates with these behaviour notes (e.g. ``SUPPORTS_CUDA_GRAPH_NATIVE_API``);
-    - ``pick``: instead of ``check_support`` + ``build_plans``, build one candidate with ``build_plan_at_index``
-      (which builds *and* selects it): ``"first"`` the first in ranked order that builds (a refusal moves on;
-      if none builds, the last refusal is raised), an ``int`` that index, a ``str`` the plan of that name
+    - naming: ``pick`` builds one candidate with ``build_plan_at_index`` (which builds *and* selects it) instead
+      of ``check_support`` + ``build_plans``: ``"first"`` the first in ranked order that builds (a refusal moves
+      on; if none builds, the last refusal is raised), an ``int`` that index, a ``str`` the plan of that name
       (``LookupError`` when it is not a candidate);
-    - ``pin=(engine_id, knobs)``: one configuration (``create_execution_plan``) instead of the heuristics' list;
-      built like ``pick="first"``.
+    - pinning: ``pin=(engine_id, knobs)`` one configuration (``create_execution_plan``) instead of the heuristics'
+      list; built like ``pick="first"``.
     """
     cudnn = load_cudnn(need_gpu=False)
     policy = policy or cudnn.build_plan_policy.HEURISTICS_CHOICE
