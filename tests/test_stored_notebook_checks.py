@@ -367,3 +367,31 @@ def test_write_stamp_records_the_output_hashes(monkeypatch):
     entry = N.write_stamp(nb, runtime_s=1.0)
     assert entry["outputs_sha256"] == N.output_hashes(nb) and entry["code_sha256"] == N.code_hash(nb)
     assert HY.output_problems(nb, NB02) == []
+
+
+def test_tools_execute_records_the_output_hashes_and_the_prose_in_the_stamp(tmp_path, monkeypatch):
+    """tools.execute's own execute_one, a real kernel, on a notebook that needs no GPU (the device facts faked): the
+    stamp it writes passes the output check, and a hand edit of a compared output then fails it."""
+    from nbformat.v4 import new_markdown_cell
+
+    from helpers import device
+    from tools import execute as EX
+
+    monkeypatch.setattr(EX, "LOG_DIR", tmp_path / "logs")
+    fake = device.DeviceInfo("Fake GPU", 0, (9, 0), 1, 1.0, 1, {}, None)
+    monkeypatch.setattr(device, "device_info", lambda index=None: fake)
+    monkeypatch.setattr(device, "versions", lambda: {"torch": "2.13.0"})
+    nb = new_notebook(cells=[
+        new_markdown_cell("A step took 0.08 ms on the H200.", id="md"),
+        new_code_cell('print("PASS case: rel err 1.2e-03 (tol 2e-02, bfloat16)")', id="checked"),
+        new_code_cell('print("12.3 ms")', id="timed", metadata={"tags": ["nbval-ignore-output"]})])
+    nb.metadata[N.META_KEY] = {"requires": {"gpu": False}}
+    nbformat.write(nb, tmp_path / "09_cpu.ipynb")
+    name, status, _ = EX.execute_one(str(tmp_path / "09_cpu.ipynb"), str(tmp_path / "out"), 120, False)
+    assert status == "ok"
+    ran = nbformat.read(tmp_path / "out" / name, as_version=4)
+    entry = N.stamp(ran)
+    assert set(entry["outputs_sha256"]) == {"checked"} and entry["prose_claims"] == {"md": ["0.08 ms"]}
+    assert HY.output_problems(ran, name) == []
+    _cell(ran, "checked").outputs[0].text = "FAIL case: rel err 1.2e-03 (tol 2e-02, bfloat16)\n"
+    assert len(HY.output_problems(ran, name)) == 1

@@ -170,10 +170,12 @@ def stamp(nb) -> dict | None:
     return nb.get("metadata", {}).get(META_KEY, {}).get("execution")
 
 
-def write_stamp(nb, *, runtime_s: float, peak_memory_gib: dict | None = None) -> dict:
+def write_stamp(nb, *, runtime_s: float, peak_memory_gib: dict | None = None,
+                prose_claims: dict | None = None) -> dict:
     """Record where, when and on what code the notebook was executed, the kernel's peak GPU memory
-    (torch's allocator: ``allocated`` by tensors, ``reserved`` from the driver; worker processes not counted) and
-    the hash of every compared cell's outputs (``output_hashes``; ``tools.hygiene.output_problems`` checks them)."""
+    (torch's allocator: ``allocated`` by tensors, ``reserved`` from the driver; worker processes not counted),
+    the hash of every compared cell's outputs (``output_hashes``; ``tools.hygiene.output_problems`` checks them) and
+    the numbers its prose stated then (``prose_claims``, from ``tools.claims.prose_record``)."""
     import datetime as _dt
 
     from helpers.device import device_info, versions
@@ -194,6 +196,7 @@ def write_stamp(nb, *, runtime_s: float, peak_memory_gib: dict | None = None) ->
         "peak_memory_gib": peak_memory_gib,
         "code_sha256": code_hash(nb),
         "outputs_sha256": output_hashes(nb),
+        "prose_claims": prose_claims,
     }
     nb.setdefault("metadata", {}).setdefault(META_KEY, {})["execution"] = entry
     return entry
