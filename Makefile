@@ -11,6 +11,9 @@
 #   CPU=1           torch from torch's CPU wheel index instead of PyPI's CUDA build
 #   LEAN=1          the frontend without its CuTe-DSL engines (nvidia-cutlass-dsl, apache-tvm-ffi)
 #   SYSTEM_TORCH=1  keep the CUDA torch of $(PYTHON) (auto-detected)
+# Not recorded: CUDA_TORCH=1 takes PyPI's CUDA build on a machine without an NVIDIA driver, where otherwise the CPU
+# build is taken (a wheel at hand, or torch's CPU index) or make stops in one line (tools/torch_build.py);
+# CPU_INDEX=URL, a CPU wheel index other than torch's.
 PYTHON ?= python3
 VENV   ?= .venv
 PY     ?= 3.12
@@ -24,7 +27,8 @@ BIN    := $(VENV)/bin
 PIP    := $(BIN)/python -m pip
 STAMP  := $(VENV)/.installed
 GOALS  := $(or $(MAKECMDGOALS),run)
-CPU_INDEX := https://download.pytorch.org/whl/cpu
+CPU_INDEX ?=
+CUDA_TORCH ?= 0
 flag    = $(if $(filter 1,$(1)),1,0)
 
 # requirements.txt as words, one requirement each (no spaces inside one): torch, the frontend, the rest.
@@ -68,23 +72,25 @@ endif
 
 OFFLINE    := $(if $(wildcard $(WHEELHOUSE)/*.whl),--no-index --find-links $(WHEELHOUSE),)
 VENV_FLAGS := $(if $(filter 1,$(SYSTEM_TORCH)),--system-site-packages,)
-TORCH_FROM := $(if $(and $(filter 1,$(CPU)),$(if $(OFFLINE),,1)),--index-url $(CPU_INDEX),)
-# Said once, before anything is installed, when pip is about to fetch torch's CUDA build onto a driverless box.
-CUDA_ON_CPU := $(and $(filter 000,$(NVIDIA_DRIVER)$(call flag,$(SYSTEM_TORCH))$(call flag,$(CPU))),$(filter $(TORCH_DEFAULT),$(TORCH)),$(if $(OFFLINE),,1))
-NOTICE := No NVIDIA driver found, and the default torch is the CUDA build (a 4.3 GB venv; the CPU build's is 2 GB): for the CPU build press Ctrl-C and run 'make $(firstword $(GOALS)) CPU=1', or give TORCH=torch==X for a CPU wheel you have.
+# Which torch, decided (and said, or stopped at, in one line) before anything is installed: tools/torch_build.py.
+TORCH_FLAGS := $(if $(filter 1,$(CPU)),--cpu) $(if $(filter 1,$(NVIDIA_DRIVER)),--driver) \
+  $(if $(filter 1,$(CUDA_TORCH)),--cuda-torch) $(if $(OFFLINE),--wheelhouse $(WHEELHOUSE)) \
+  $(if $(CPU_INDEX),--cpu-index $(CPU_INDEX))
+TORCH_BUILD := $(PYTHON) -m tools.torch_build --python $(BIN)/python --torch "$(TORCH)" \
+  --goal $(firstword $(GOALS)) $(strip $(TORCH_FLAGS))
 
 .PHONY: run test lab wheelhouse fork student handout-branch clean
 
+# A venv this call created is removed again when torch's install stops or fails (it holds no more than pip then).
 $(STAMP): requirements.txt requirements-test.txt pyproject.toml
-ifneq ($(CUDA_ON_CPU),)
-	@echo "$(NOTICE)"
-endif
-	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV_FLAGS) $(VENV)
+	@test -x $(BIN)/python || { test -e $(VENV) || NEW=1; $(PYTHON) -m venv $(VENV_FLAGS) $(VENV) && \
+	  { test -z "$$NEW" || touch $(VENV)/.new; }; }
 ifeq ($(SYSTEM_TORCH),1)
 	@echo "keeping the CUDA torch of $(PYTHON) (SYSTEM_TORCH=1)"
 else
-	$(PIP) install -q $(OFFLINE) $(TORCH_FROM) "$(TORCH)"
+	@$(TORCH_BUILD) || { status=$$?; test ! -e $(VENV)/.new || rm -rf $(VENV); exit $$status; }
 endif
+	@rm -f $(VENV)/.new
 ifeq ($(call flag,$(LEAN)),1)
 	$(PIP) install -q $(OFFLINE) --no-deps $(call quoted,$(FRONTEND_REQ))
 	$(PIP) install -q $(OFFLINE) $(call quoted,$(REST_REQS) $(LEAN_EXTRAS)) -r requirements-test.txt

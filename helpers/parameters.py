@@ -13,6 +13,7 @@ from typing import Callable
 
 import torch
 
+from .attention_bench import math_fits
 from .errors import CourseError
 
 
@@ -55,9 +56,20 @@ def positive_int(*names: str) -> list[Rule]:
     return _int_at_least(1, *names)
 
 
+def at_most(high, why: str, *names: str) -> list[Rule]:
+    """An upper bound, after the rule that made the value a number (a broken value is reported once)."""
+    return [Rule((n,), lambda v, high=high: v <= high,
+                 lambda v, n=n, high=high: f"{n} = {v!r} is more than {high:,}: {why}") for n in names]
+
+
+# Runs of one path at one point: the notebooks use tens to hundreds, and repeat them for every path and point.
+MAX_RUNS = 10_000
+RUNS_WHY = "each run is timed, for every path at every point, so the notebook would not finish; pick tens to hundreds"
+
+
 def timing(warmup: str = "WARMUP", iters: str = "ITERS") -> list[Rule]:
-    """H.benchmark / H.gpu_time refuse iters < 1 and warmup < 0."""
-    return _int_at_least(0, warmup) + _int_at_least(1, iters)
+    """H.benchmark / H.gpu_time refuse iters < 1 and warmup < 0; past MAX_RUNS the notebook would not finish."""
+    return _int_at_least(0, warmup) + _int_at_least(1, iters) + at_most(MAX_RUNS, RUNS_WHY, warmup, iters)
 
 
 def positive_number(*names: str) -> list[Rule]:
@@ -70,9 +82,14 @@ def flag(*names: str) -> list[Rule]:
             for n in names]
 
 
+TORCH_SEED_MAX = 2**64 - 1   # torch.manual_seed's largest seed
+
+
 def seed() -> list[Rule]:
-    # torch.manual_seed takes any int, numpy's default_rng (notebook 07) only ints >= 0
-    return _int_at_least(0, "SEED")
+    # numpy's default_rng (notebook 07) takes ints >= 0, torch.manual_seed ints up to 2**64 - 1
+    return _int_at_least(0, "SEED") + [
+        Rule(("SEED",), lambda v: v <= TORCH_SEED_MAX,
+             lambda v: f"SEED = {v!r} is beyond torch.manual_seed's range: pick an int from 0 to 2**64 - 1")]
 
 
 IO_DTYPES = (torch.bfloat16, torch.float16)
@@ -202,6 +219,21 @@ def _tokens_divide(tokens, *lens) -> list:
     return sorted(s for s in every if tokens % s)
 
 
+def _off_16(shape) -> str:
+    """Which of (batch, M, K, N)'s M, K, N are not multiples of 16, in words ("" if none)."""
+    off = [f"{name} = {x}" for name, x in zip("MKN", shape[1:]) if x % 16]
+    return f"{', '.join(off)} {'is' if len(off) == 1 else 'are'} not" if off else ""
+
+
+# The checks' PyTorch reference (05's attention_fp32, differentiated by autograd) holds a few B·H·S² fp32 tensors at
+# once; 05 runs on GPUs from 24 GB (an L4).
+CHECK_SCORES_MAX_GIB = 2.0
+
+
+def _check_scores_gib(b, h, s) -> float:
+    return b * h * s * s * 4 / 2**30
+
+
 FP8_ATTENTION_SEQ_LENS = [4096, 8192]   # notebook 05, section 10: FP8_SEQ_LENS, fixed in its cell
 GRAPHS_06 = ("conv→bias→ReLU (heuristic)", "conv→bias→ReLU (heuristic, again)",   # the graphs notebook 06
              "conv→bias→ReLU (autotuned, by name)", "SDPA causal", "matmul (plain)",  # builds, by label
@@ -244,6 +276,7 @@ RULES: dict[str, list[Rule]] = {
         Rule(("HEUR_MODES",), _heur_modes_ok, _heur_modes_message),
         *timing(),
         *positive_int("SWEEP_ITERS", "TOP_K"),
+        *at_most(MAX_RUNS, RUNS_WHY, "SWEEP_ITERS"),
         *positive_number("MAX_MS"),
         *shape_tuple("GEMM_SHAPE", ("batch", "M", "K", "N")),
         *positive_number("GEMM_TUNE_BUDGET_S"),
@@ -254,6 +287,8 @@ RULES: dict[str, list[Rule]] = {
         *shape_tuple("SMALL", ("batch", "M", "K", "N")),
         *shape_tuple("LARGE", ("batch", "M", "K", "N")),
         *shape_tuple("FP8_SHAPE", ("batch", "M", "K", "N")),
+        Rule(("FP8_SHAPE",), lambda v: not _off_16(v), lambda v: f"FP8_SHAPE = {v!r}: M, K and N must be multiples of "
+                                                            f"16, the sizes the FP8 matmul engines take ({_off_16(v)})"),
         *positive_number("FP8_TUNE_BUDGET_S"),
         Rule(("ALPHA",), lambda v: _is_number(v) and v not in (0, 1),
              lambda v: f"ALPHA = {v!r} must be a number other than 0 and 1 (with 1 the check that catches a "
@@ -266,11 +301,17 @@ RULES: dict[str, list[Rule]] = {
     "05": [
         *positive_int("CHECK_B", "CHECK_H", "CHECK_S", "CHECK_D", "CHECK_KV_HEADS"),
         *head_dim("CHECK_D"),
+        Rule(("CHECK_S", "CHECK_B", "CHECK_H"), lambda s, b, h: math_fits(b, h, s, CHECK_SCORES_MAX_GIB, itemsize=4),
+             lambda s, b, h: f"CHECK_S = {s} with CHECK_B = {b}, CHECK_H = {h}: the checks' fp32 PyTorch reference "
+                             f"would hold B·H·S² scores of {_check_scores_gib(b, h, s):,.1f} GiB, more than the "
+                             f"{CHECK_SCORES_MAX_GIB:g} GiB of GPU memory it may take: make CHECK_S (or CHECK_B, "
+                             f"CHECK_H) smaller"),
         Rule(("CHECK_H", "CHECK_KV_HEADS"), lambda h, kv: h % kv == 0,
              lambda h, kv: f"CHECK_KV_HEADS = {kv} does not divide CHECK_H = {h}: grouped-query attention shares "
                            f"each K/V head among CHECK_H / CHECK_KV_HEADS query heads"),
         *io_dtype(),
         *positive_int("TOKENS", "BENCH_HEADS", "HEADLINE_S", "GAP_FWD_S", "GAP_BWD_S", "GAP_ROUNDS"),
+        *at_most(100, "each round times both paths ITERS times at two points; pick a few", "GAP_ROUNDS"),
         *int_list("SEQ_LENS"), *int_list("OTHER_SEQ_LENS"), *int_list("BWD_SEQ_LENS"),
         *int_list("FLEX_SEQ_LENS", why=" (its first S is the shortest FlexAttention runs)"),
         *member("HEADLINE_S", "SEQ_LENS"),
@@ -303,7 +344,12 @@ RULES: dict[str, list[Rule]] = {
         *io_dtype(),
         *one_of("BAR_GRAPH", GRAPHS_06, " (the graphs this notebook builds)"),
         *positive_number("SPEEDUP_BAR", "WORKER_TIMEOUT_S"),
+        Rule(("WORKER_TIMEOUT_S",), lambda v: v >= 1,
+             lambda v: f"WORKER_TIMEOUT_S = {v!r} is under 1 s: a worker process loads torch and cuDNN before it "
+                       f"builds anything, so it would always time out; give it at least 1 (seconds)"),
         *positive_int("REPEATS"),
+        *at_most(20, "each repeat is a fresh build process and a fresh load process, seconds each; pick a few",
+                 "REPEATS"),
         *seed(),
     ],
 
@@ -331,7 +377,8 @@ RULES: dict[str, list[Rule]] = {
 
     "08": [
         *positive_int("TOKENS", "HIDDEN", "LAYERS", "SWEEP_HIDDEN", "HOST_ITERS", "COMPILE_WARMUP"),
-        *int_list("SWEEP_TOKENS", why=" (the speedup is quoted at its first and last entries)"),
+        *at_most(MAX_RUNS, RUNS_WHY, "HOST_ITERS", "COMPILE_WARMUP"),
+        *int_list("SWEEP_TOKENS", at_least=2, why=" (the speedup is quoted at its first and last entries)"),
         *timing(),
         *flag("USE_COMPILE"),
         *seed(),

@@ -203,3 +203,74 @@ def test_the_bars_command_checks_the_notebooks(capsys):
 
     assert main(["--bars"]) == 0
     assert capsys.readouterr().out.splitlines()[-1].endswith(", 0 not")
+
+
+# ---- numbers changed in the prose since the GPU run -----------------------------------------------------------
+
+def test_a_bare_number_after_a_claim_and_a_connective_is_the_same_quantity():
+    from tools.claims import claims_in
+
+    text = "NVIDIA's H200 results put FP8 at about 870–1060 TFLOP/s against 630–700 for bf16."
+    assert [(c.value, c.unit) for c in claims_in(text)] == [("870–1060", "TFLOP/s"), ("630–700", "TFLOP/s")]
+    for other in ("A step takes 3 ms and 16 layers run.", "It took 2 ms over 3 warm-up calls.", "5 ms or 6 GiB."):
+        assert len(claims_in(other)) == 1, other                                 # the number has a word of its own
+    assert [(c.value, c.unit) for c in claims_in("Builds took 40 ms to 600 ms on the H200.")] == [("40", "ms"),
+                                                                                                  ("600", "ms")]
+
+
+def _stamped_prose(markdown: str, record):
+    from nbformat.v4 import new_markdown_cell, new_notebook
+
+    nb = new_notebook(cells=[new_markdown_cell(markdown, id="md1")])
+    nb.metadata["cudnn_course"] = {"execution": {"prose_claims": record}}
+    return nb
+
+
+def test_a_number_changed_after_the_run_is_listed_with_its_cell_bar_or_not():
+    from tools.claims import changed_claims, prose_record
+
+    ran = "On the H200 the build took 0.3–0.9 s; the bar is at least 20× faster."
+    record = prose_record(_stamped_prose(ran, None))
+    assert record == {"md1": ["0.3–0.9 s", "20 ×"]}
+    assert changed_claims(_stamped_prose(ran, record), "06") == []
+    (changed,) = changed_claims(_stamped_prose(ran.replace("0.3–0.9 s", "0.1–0.9 s"), record), "06")
+    assert (changed.notebook, changed.cell, changed.value, changed.unit) == ("06", "md1", "0.1–0.9", "s")
+    assert [c.value for c in changed_claims(_stamped_prose(ran.replace("20×", "25×"), record), "06")] == ["25"]
+    assert changed_claims(_stamped_prose(ran + " It also took 2 ms there.", record), "06")[0].value == "2"
+    assert changed_claims(_stamped_prose(ran, None), "06") is None             # a stamp from before the record
+
+
+def test_a_changed_measured_number_in_a_real_notebooks_prose_is_listed(tmp_path, capsys):
+    """05 quotes NVIDIA's bf16 rate as a bare range after the FP8 one ("… TFLOP/s against 630–700 for bf16"): not a
+    bar, a measured quantity. Changed after the run, `tools.claims --changed` lists it and exits 1."""
+    import nbformat
+    from tools.claims import main, prose_record
+    from tools.notebooks import META_KEY, notebook_path
+
+    nb = nbformat.read(notebook_path("05"), as_version=4)
+    nb.metadata[META_KEY]["execution"]["prose_claims"] = prose_record(nb)
+    path = tmp_path / "05_sdpa_attention.ipynb"
+    nbformat.write(nb, path)
+    assert main(["--changed", str(path)]) == 0
+    cell = next(c for c in nb.cells if c.cell_type == "markdown" and "against 630–700 for bf16" in c.source)
+    cell.source = cell.source.replace("630–700", "930–1000")
+    nbformat.write(nb, path)
+    capsys.readouterr()
+    assert main(["--changed", str(path)]) == 1
+    (line, summary) = capsys.readouterr().out.splitlines()
+    assert line.startswith(f"! 05 {cell.id}  930–1000 TFLOP/s  | ") and summary.startswith("1 numeric claims")
+    assert main([str(path)]) == 0 and f"! 05 {cell.id}  930–1000 TFLOP/s" in capsys.readouterr().out
+
+
+def test_the_changed_command_names_a_stamp_without_the_record(tmp_path, capsys):
+    import nbformat
+    from tools.claims import main
+    from tools.notebooks import META_KEY
+
+    nb = nbformat.read(notebook_paths()[0], as_version=4)
+    nb.metadata[META_KEY]["execution"].pop("prose_claims", None)
+    nbformat.write(nb, tmp_path / notebook_paths()[0].name)
+    assert main(["--changed", str(tmp_path / notebook_paths()[0].name)]) == 0
+    assert capsys.readouterr().out.splitlines() == [
+        "01: its stamp records no prose (executed before tools.execute recorded it): re-execute it on a GPU to compare",
+        "0 numeric claims in the markdown of 1 notebooks changed since their GPU run"]

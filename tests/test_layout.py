@@ -1,6 +1,7 @@
 """The package's shape: roles kept apart, no import cycles, no programs held in strings."""
 import ast
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -172,3 +173,32 @@ def test_the_private_import_finder_catches_one():
     assert _private_imports("from ._common import new_graph", "helpers.recipes.sdpa") == []
     assert _private_imports("from ..recipes._common import new_graph", "helpers.exercises.nb06") == [
         "helpers.recipes._common.new_graph"]
+
+
+# ------------------------------------------------------------------ the README's first screen
+def _readme() -> str:
+    return (ROOT / "README.md").read_text()
+
+
+def test_the_readmes_first_screen_says_what_to_do_before_the_layout_tree():
+    """What the course is, which GPU runs which notebook (with the generated table's link), the two commands and the
+    CPU rule: all of it in the first screen, before the notebook table and the layout tree."""
+    readme = _readme()
+    first = readme[:readme.index("| # | notebook |")]
+    assert readme.index("| # | notebook |") < readme.index("\nhelpers/ ")
+    for needed in ("NVIDIA cuDNN Frontend graph API", "[which GPU runs what](#which-gpu-runs-what)", "make test",
+                   "make run", "A CPU box runs the tests; notebooks need an NVIDIA GPU or Colab"):
+        assert needed in first, needed
+    assert len(first.splitlines()) <= 30, "the first screen: about 30 lines"
+
+
+def _slug(heading: str) -> str:
+    """GitHub's anchor for a heading: lower case, punctuation other than '-' dropped, spaces to '-'."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def test_every_link_inside_the_readme_names_one_of_its_headings():
+    readme = _readme()
+    anchors = {_slug(line.lstrip("#")) for line in readme.splitlines() if line.startswith("#")}
+    linked = set(re.findall(r"\]\(#([^)]+)\)", readme))
+    assert linked and linked <= anchors, linked - anchors

@@ -48,6 +48,15 @@ def ints(nb, *names, value=0, low=1):
     return [(nb, {n: value}, [f"{n} = {value!r}", f"int ≥ {low}"]) for n in names]
 
 
+def too_many(nb, *names, high=parameters.MAX_RUNS):
+    return [(nb, {n: 10**12}, [f"{n} = {10**12}", f"more than {high:,}"]) for n in names]
+
+
+def seeds(nb):
+    return [(nb, {"SEED": -1}, SEED_BAD), (nb, {"SEED": 2**70}, [f"SEED = {2**70}", "torch.manual_seed's range",
+                                                              "0 to 2**64 - 1"])]
+
+
 DTYPE_BAD = ["IO_DTYPE = torch.float32", "torch.bfloat16, torch.float16"]
 SEED_BAD = ["SEED = -1", "int ≥ 0"]
 S_05 = "[512, 1024, 2048, 4096, 8192, 16384]"
@@ -57,19 +66,19 @@ SIZES_07 = "[1, 2, 4, 8, 16, 32, 64]"
 # (notebook, parameters to change, substrings the message must hold): one broken rule each
 BAD = [
     *ints("01", "BATCH", "M", "K"), ("01", {"N": 2.5}, ["N = 2.5", "int ≥ 1"]),
-    ("01", {"IO_DTYPE": torch.float32}, DTYPE_BAD), ("01", {"SEED": -1}, SEED_BAD),
+    ("01", {"IO_DTYPE": torch.float32}, DTYPE_BAD), *seeds("01"),
 
     *ints("02", "N", "HW", "K", "RS", "STRIDE"), ("02", {"C": True}, ["C = True", "int ≥ 1"]),
     *ints("02", "PAD", value=-1, low=0),
     ("02", {"RS": 9, "HW": 3}, ["RS = 9", "HW + 2·PAD = 5"]),
     ("02", {"IO_DTYPE": torch.float32}, DTYPE_BAD),
-    *ints("02", "WARMUP", value=-1, low=0), *ints("02", "ITERS"),
+    *ints("02", "WARMUP", value=-1, low=0), *ints("02", "ITERS"), *too_many("02", "WARMUP", "ITERS"),
     ("02", {"COMPILE_MODE": "reduce-overhead"},
      ["COMPILE_MODE = 'reduce-overhead'", "'default', 'max-autotune-no-cudagraphs'"]),
     *ints("02", "SWEEP_BATCH"),
     ("02", {"SWEEP": [("res5 9x9", 512, 7, 512, 9, 0, 1)]}, ["SWEEP entry ('res5 9x9', 512, 7, 512, 9, 0, 1)"]),
     ("02", {"SWEEP": [("a", 64, 56, 256, 1, 0, 1), ("a", 128, 28, 128, 3, 1, 1)]}, ["SWEEP", "repeats a layer name"]),
-    ("02", {"SEED": -1}, SEED_BAD),
+    *seeds("02"),
 
     ("03", {"SHAPE": dict(N=32, C=128, H=56, W=56)}, ["SHAPE = {", "N, C, H, W, K"]),
     ("03", {"SHAPE": dict(N=32, C=128, H=56, W=28, K=256)}, ["SHAPE", "H = 56 and W = 28"]),
@@ -78,25 +87,31 @@ BAD = [
     ("03", {"IO_DTYPE": torch.float32}, DTYPE_BAD),
     ("03", {"HEUR_MODES": ["A"]}, ["HEUR_MODES = ['A']", "cudnn.heur_mode.A, cudnn.heur_mode.B"]),
     *ints("03", "WARMUP", value=-1, low=0), *ints("03", "ITERS", "SWEEP_ITERS", "TOP_K"),
+    *too_many("03", "WARMUP", "ITERS", "SWEEP_ITERS"),
     ("03", {"MAX_MS": 0}, ["MAX_MS = 0", "number > 0"]),
     ("03", {"GEMM_SHAPE": (8192, 8192, 8192)}, ["GEMM_SHAPE = (8192, 8192, 8192)", "(batch, M, K, N)"]),
     ("03", {"GEMM_TUNE_BUDGET_S": 0}, ["GEMM_TUNE_BUDGET_S = 0", "number > 0"]),
-    ("03", {"SEED": -1}, SEED_BAD),
+    *seeds("03"),
 
     ("04", {"SMALL": (1, 8192, 1024)}, ["SMALL = (1, 8192, 1024)", "(batch, M, K, N)"]),
     ("04", {"LARGE": (8, 0, 4096, 4096)}, ["LARGE", "(batch, M, K, N)"]),
     ("04", {"FP8_SHAPE": "big"}, ["FP8_SHAPE = 'big'", "(batch, M, K, N)"]),
+    ("04", {"FP8_SHAPE": (1, 8191, 8192, 8192)}, ["FP8_SHAPE = (1, 8191, 8192, 8192)", "multiples of 16",
+                                                  "(M = 8191 is not)"]),
+    ("04", {"FP8_SHAPE": (3, 8192, 100, 8200)}, ["K = 100, N = 8200 are not"]),
     ("04", {"FP8_TUNE_BUDGET_S": 0}, ["FP8_TUNE_BUDGET_S = 0", "number > 0"]),
     ("04", {"ALPHA": 1.0}, ["ALPHA = 1.0", "other than 0 and 1"]),
     ("04", {"IO_DTYPE": torch.float32}, DTYPE_BAD),
-    *ints("04", "WARMUP", value=-1, low=0), *ints("04", "ITERS"),
-    ("04", {"SEED": -1}, SEED_BAD),
+    *ints("04", "WARMUP", value=-1, low=0), *ints("04", "ITERS"), *too_many("04", "WARMUP", "ITERS"),
+    *seeds("04"),
 
     *ints("05", "CHECK_B", "CHECK_H", "CHECK_S", "CHECK_D", "CHECK_KV_HEADS"),
     ("05", {"CHECK_D": 100}, ["CHECK_D = 100", "multiple of 8 from 8 to 256"]),
     ("05", {"CHECK_KV_HEADS": 3}, ["CHECK_KV_HEADS = 3", "CHECK_H = 8"]),
+    ("05", {"CHECK_S": 10**7}, ["CHECK_S = 10000000 with CHECK_B = 2, CHECK_H = 8", "fp32 PyTorch reference",
+                                "5,960,464.5 GiB", "more than the 2 GiB of GPU memory", "make CHECK_S"]),
     ("05", {"IO_DTYPE": torch.float32}, DTYPE_BAD),
-    *ints("05", "TOKENS", "BENCH_HEADS", "GAP_BWD_S", "GAP_ROUNDS"),
+    *ints("05", "TOKENS", "BENCH_HEADS", "GAP_BWD_S", "GAP_ROUNDS"), *too_many("05", "GAP_ROUNDS", high=100),
     ("05", {"HEADLINE_S": 8192.0}, ["HEADLINE_S = 8192.0", "int ≥ 1"]),
     ("05", {"GAP_FWD_S": "16k"}, ["GAP_FWD_S = '16k'", "int ≥ 1"]),
     ("05", {"SEQ_LENS": [1024, 512, 2048, 4096, 8192, 16384]}, ["SEQ_LENS = [1024, 512", "increasing order"]),
@@ -112,8 +127,9 @@ BAD = [
     ("05", {"TOKENS": 24576}, ["TOKENS = 24576", "S = [16384]"]),
     ("05", {"TOKENS": 4096}, ["TOKENS = 4096", "S = [8192, 16384]", "[4096, 8192]"]),
     *ints("05", "WARMUP", "BWD_WARMUP", value=-1, low=0), *ints("05", "ITERS", "BWD_ITERS"),
+    *too_many("05", "WARMUP", "ITERS", "BWD_WARMUP", "BWD_ITERS"),
     ("05", {"MATH_MAX_SCORES_GIB": -1}, ["MATH_MAX_SCORES_GIB = -1", "number ≥ 0"]),
-    ("05", {"SEED": -1}, SEED_BAD),
+    *seeds("05"),
 
     ("06", {"CONV_SHAPE": dict(N=32, C=128, H=56, W=56)}, ["CONV_SHAPE = {", "N, C, H, W, K"]),
     ("06", {"CONV_SHAPE": dict(N=32, C=128, H=56, W=28, K=256)}, ["CONV_SHAPE", "H = 56 and W = 28"]),
@@ -124,8 +140,9 @@ BAD = [
     ("06", {"BAR_GRAPH": "SDPA"}, ["BAR_GRAPH = 'SDPA'", "'SDPA causal'", "'matmul (plain)'"]),
     ("06", {"SPEEDUP_BAR": 0}, ["SPEEDUP_BAR = 0", "number > 0"]),
     ("06", {"WORKER_TIMEOUT_S": -5}, ["WORKER_TIMEOUT_S = -5", "number > 0"]),
-    *ints("06", "REPEATS"),
-    ("06", {"SEED": -1}, SEED_BAD),
+    ("06", {"WORKER_TIMEOUT_S": 0.001}, ["WORKER_TIMEOUT_S = 0.001 is under 1 s", "at least 1"]),
+    *ints("06", "REPEATS"), *too_many("06", "REPEATS", high=20),
+    *seeds("06"),
 
     ("07", {"BATCH_SIZES": [8]}, ["BATCH_SIZES = [8]", "at least 2"]),
     *ints("07", "C", "K", "HW", "RS"),
@@ -139,15 +156,17 @@ BAD = [
     ("07", {"BUCKETS": [64, 8]}, ["BUCKETS = [64, 8]", "increasing order"]),
     ("07", {"BUCKETS": [8, 12]}, ["BUCKETS = [8, 12] has [12]", f"BATCH_SIZES {SIZES_07}"]),
     ("07", {"MEAN_BATCH": 0.5}, ["MEAN_BATCH = 0.5", "number ≥ 1"]),
-    *ints("07", "WARMUP", value=-1, low=0), *ints("07", "ITERS"),
+    *ints("07", "WARMUP", value=-1, low=0), *ints("07", "ITERS"), *too_many("07", "WARMUP", "ITERS"),
     ("07", {"USE_COMPILE": "yes"}, ["USE_COMPILE = 'yes'", "True or False"]),
-    ("07", {"SEED": -1}, SEED_BAD),
+    *seeds("07"),
 
     *ints("08", "TOKENS", "HIDDEN", "LAYERS", "SWEEP_HIDDEN", "HOST_ITERS", "COMPILE_WARMUP"),
+    *too_many("08", "HOST_ITERS", "COMPILE_WARMUP"),
     ("08", {"SWEEP_TOKENS": [8192, 16]}, ["SWEEP_TOKENS = [8192, 16]", "increasing order"]),
-    *ints("08", "WARMUP", value=-1, low=0), *ints("08", "ITERS"),
+    ("08", {"SWEEP_TOKENS": [16]}, ["SWEEP_TOKENS = [16]", "at least 2", "first and last entries"]),
+    *ints("08", "WARMUP", value=-1, low=0), *ints("08", "ITERS"), *too_many("08", "WARMUP", "ITERS"),
     ("08", {"USE_COMPILE": 1}, ["USE_COMPILE = 1", "True or False"]),
-    ("08", {"SEED": -1}, SEED_BAD),
+    *seeds("08"),
 ]
 
 
@@ -236,6 +255,23 @@ def test_fp8_sequence_lengths_are_notebook_05s():
                 assert ast.literal_eval(node.value) == parameters.FP8_ATTENTION_SEQ_LENS
                 return
     pytest.fail("notebook 05 no longer sets FP8_SEQ_LENS")
+
+
+def test_the_seed_bound_is_torch_manual_seeds_own():
+    torch.manual_seed(parameters.TORCH_SEED_MAX)
+    with pytest.raises((RuntimeError, ValueError, OverflowError)):
+        torch.manual_seed(parameters.TORCH_SEED_MAX + 1)
+    torch.manual_seed(0)
+
+
+def test_the_reference_bound_is_the_scores_the_largest_accepted_check_shape_holds():
+    """The largest CHECK_S the rule accepts at the stored B, H: its fp32 B·H·S² scores fit the bound, one more does
+    not (the rule reads helpers.attention_bench.math_fits, the one home of that sum)."""
+    stored = defaults("05")
+    b, h = stored["CHECK_B"], stored["CHECK_H"]
+    largest = int((parameters.CHECK_SCORES_MAX_GIB * 2**30 / (4 * b * h)) ** 0.5)
+    assert check_parameters("05", dict(stored, CHECK_S=largest)) is None
+    assert "CHECK_S" in str(broken_rules("05", {"CHECK_S": largest + 1}))
 
 
 def test_allowed_compile_modes_are_torch_modes_without_cuda_graphs():

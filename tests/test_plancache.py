@@ -38,6 +38,7 @@ def dropped(cache, key, meta=None):
     assert not path.exists(), "a bad entry is moved away, so the rebuild can replace it"
     assert warning.moved_to in cache.rejected() and warning.moved_to.read_bytes() == before, "kept, not deleted"
     assert f"moved to rejected/{warning.moved_to.name}" in str(warning), "the warning says where it went"
+    assert f"plan cache: {path} " in str(warning), "every warning names the file by its full path"
     assert f".{warning.reason}." in warning.moved_to.name
     return warning.reason
 
@@ -193,6 +194,22 @@ def test_clear_deletes_only_the_caches_own_entries(cache):
     assert_intact(files)
 
 
+def test_clear_says_which_files_it_left_alone(cache):
+    files = users_files(cache.directory)
+    cache.put("k", BLOB)
+    cache.put("bad", BLOB)
+    cache.path_for("bad").write_bytes(cache.path_for("bad").read_bytes()[:-1])
+    assert dropped(cache, "bad") == "truncated"
+    theirs = cache.rejected_dir / "their-note.txt"
+    theirs.write_bytes(b"not the cache's")
+    left = sorted({p if p.parent in (cache.directory, cache.rejected_dir) else p.parent for p in files} | {theirs})
+    assert cache.other_files() == left
+    assert cache.clear() == left and cache.entries() == [] and len(cache.rejected()) == 1   # its own rejected: kept
+    assert cache.clear(rejected=True) == left and cache.rejected() == []
+    assert_intact(files)
+    assert PlanCache(cache.directory / "new", fingerprint=FP).clear() == []
+
+
 def test_clear_keeps_rejected_entries_unless_asked(cache):
     cache.put("k", BLOB)
     cache.path_for("k").write_bytes(cache.path_for("k").read_bytes()[:-1])
@@ -309,6 +326,7 @@ def test_get_or_build_rebuilds_when_cudnn_refuses_the_blob(cache):
     with pytest.warns(PlanCacheWarning):
         again = cache.get_or_build(FakeGraph(), build, new_graph=lambda: FakeGraph(refuse=True))
     assert again.source == "rebuilt" and [w.reason for w in again.warnings] == ["undeserializable"]
+    assert f"plan cache: {again.path} was refused by cuDNN" in str(again.warnings[0])
 
 
 @pytest.mark.parametrize("field", ["sm_count", "driver", "cuda_runtime"])

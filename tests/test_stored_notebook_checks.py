@@ -168,6 +168,7 @@ def _copy_repo_files(dst: Path) -> Path:
 def test_set_repo_repoints_every_badge_clone_url_and_pyproject_without_staling_stamps(tmp_path):
     root = _copy_repo_files(tmp_path)
     hashes = {p.name: N.code_hash(nbformat.read(p, as_version=4)) for p in N.notebook_paths(root / "notebooks")}
+    outputs = {p.name: N.output_hashes(nbformat.read(p, as_version=4)) for p in N.notebook_paths(root / "notebooks")}
     FK.set_repository("someone/my-fork", root)
     mentions = FK.repo_mentions(root)
     assert {slug for *_, slug in mentions} == {"someone/my-fork"}
@@ -175,6 +176,8 @@ def test_set_repo_repoints_every_badge_clone_url_and_pyproject_without_staling_s
     handout = [b for b in FK.colab_badges((root / "README.md").read_text()) if b[1] != FK.MAIN]
     assert len(handout) == len(hashes) and {slug for slug, *_ in handout} == {"someone/my-fork"}
     assert all(N.code_hash(nbformat.read(p, as_version=4)) == hashes[p.name] for p in N.notebook_paths(root / "notebooks"))
+    assert all(N.output_hashes(nbformat.read(p, as_version=4)) == outputs[p.name]
+               for p in N.notebook_paths(root / "notebooks"))
 
 
 def test_a_badge_pointing_elsewhere_is_seen(tmp_path):
@@ -197,3 +200,198 @@ def test_colab_branch_clones_the_course_and_imports_helpers_from_the_clone(tmp_p
     helpers_file, installed = colab_setup_cell(setup, ROOT.as_uri(), course, tmp_path)
     assert Path(helpers_file).resolve().is_relative_to(course.resolve()), helpers_file
     assert Path(installed).resolve() == course.resolve() and (course / "pyproject.toml").exists()
+
+
+# ------------------------------------------------------------------ compared outputs tied to the GPU run
+NB02 = "02_fused_conv_bias_relu.ipynb"
+
+
+def _with_recorded_hashes(nb):
+    """A copy of ``nb`` whose stamp holds the hashes of its outputs as they are now (what tools.execute records)."""
+    nb = copy.deepcopy(nb)
+    nb.metadata.setdefault(N.META_KEY, {}).setdefault("execution", {})["outputs_sha256"] = N.output_hashes(nb)
+    return nb
+
+
+def _cell(nb, cell_id):
+    return next(c for c in nb.cells if c.get("id") == cell_id)
+
+
+@pytest.fixture(scope="module")
+def nb02():
+    return _with_recorded_hashes(nbformat.read(N.NB_DIR / NB02, as_version=4))
+
+
+def test_every_stored_notebook_matches_the_hashes_its_run_would_record():
+    for path in N.notebook_paths():
+        nb = _with_recorded_hashes(nbformat.read(path, as_version=4))
+        assert HY.output_problems(nb, path.name) == [], path.name
+        assert nb.metadata[N.META_KEY]["execution"]["outputs_sha256"], f"{path.name}: no compared cell"
+
+
+def test_a_hand_edited_compared_output_fails_naming_the_notebook_and_the_cell(nb02):
+    edited = copy.deepcopy(nb02)
+    cell = _cell(edited, "6fdc180c")                          # x: shape (32, 128, 56, 56), ...: compared
+    assert N.compared(cell) and "(32, 128, 56, 56)" in cell.outputs[0].text
+    cell.outputs[0].text = cell.outputs[0].text.replace("(32, 128, 56, 56)", "(32, 128, 56, 57)", 1)
+    (problem,) = HY.output_problems(edited, NB02)
+    index = edited.cells.index(cell)
+    assert problem.startswith(f"{NB02} cell {index} (id 6fdc180c): its stored outputs are not the ones its GPU run "
+                              "recorded")
+    assert problem.endswith(f"re-execute it on a GPU (python -m tools.execute notebooks/{NB02})")
+    assert "\n" not in problem
+
+
+@pytest.mark.parametrize("edit", [
+    "added an output", "removed the output", "stdout became stderr", "an error",
+])
+def test_every_kind_of_change_nbval_would_see_is_seen(nb02, edit):
+    edited = copy.deepcopy(nb02)
+    cell = _cell(edited, "6d378bf7")                          # PASS fused conv-bias-relu ...: compared
+    if edit == "added an output":
+        cell.outputs.append(new_output("execute_result", data={"text/plain": "0"}, execution_count=1))
+    elif edit == "removed the output":
+        cell.outputs = []
+    elif edit == "stdout became stderr":
+        cell.outputs[0].name = "stderr"
+    else:
+        cell.outputs.append(new_output("error", ename="RuntimeError", evalue="boom", traceback=[]))
+    assert len(HY.output_problems(edited, NB02)) == 1
+
+
+def test_what_nbval_masks_or_does_not_compare_leaves_the_hash_alone(nb02):
+    edited = copy.deepcopy(nb02)
+    passed = _cell(edited, "6d378bf7").outputs[0]
+    assert "rel err 1.7e-03" in passed.text
+    passed.text = passed.text.replace("rel err 1.7e-03", "rel err 2.1e-03")      # masked by nbval_sanitize.cfg
+    timed = _cell(edited, "78cf1cac")                                            # nbval-ignore-output
+    timed.outputs[0].text = "torch.compile (default): first call (compilation) took 99 s\n"
+    figure = next(c for c in edited.cells if any("image/png" in o.get("data", {}) for o in c.get("outputs", [])))
+    next(o for o in figure.outputs if "image/png" in o.get("data", {})).data["image/png"] = "iVBORw0KGgo="
+    split = _cell(edited, "abe71663")                                            # one stream written in two pieces
+    first, rest = split.outputs[0].text.split("\n", 1)
+    split.outputs = [new_output("stream", name="stdout", text=first + "\n"), new_output("stream", name="stdout", text=rest)]
+    for cell in edited.cells:
+        if cell.cell_type == "code":
+            cell.execution_count = (cell.execution_count or 0) + 100
+    assert HY.output_problems(edited, NB02) == []
+
+
+def test_a_cell_that_changed_whether_nbval_compares_it_is_named(nb02):
+    ignored = copy.deepcopy(nb02)
+    _cell(ignored, "6fdc180c").metadata["tags"] = ["nbval-ignore-output"]
+    (problem,) = HY.output_problems(ignored, NB02)
+    assert "(id 6fdc180c): its GPU run recorded compared outputs, but nbval no longer compares" in problem
+    compared = copy.deepcopy(nb02)
+    _cell(compared, "78cf1cac").metadata["tags"] = []
+    (problem,) = HY.output_problems(compared, NB02)
+    assert "(id 78cf1cac): nbval compares its outputs, but its GPU run recorded none" in problem
+
+
+def test_a_stamp_without_the_hashes_is_one_line_saying_to_re_execute_on_a_gpu(nb02):
+    old = copy.deepcopy(nb02)
+    del old.metadata[N.META_KEY]["execution"]["outputs_sha256"]
+    assert HY.output_problems(old, NB02) == [
+        f"{NB02}: its stamp records no hash of the compared outputs (stamped before tools.execute wrote one): "
+        f"re-execute it on a GPU (python -m tools.execute notebooks/{NB02})"]
+
+
+@pytest.mark.parametrize("tags, source, executed, expected", [
+    ([], "print(1)", True, True),
+    (["nbval-ignore-output"], "print(1)", True, False),
+    (["nbval-skip"], "print(1)", True, False),
+    (["raises-exception"], "raise ValueError", True, True),
+    ([], "# NBVAL_IGNORE_OUTPUT\nprint(1)", True, False),
+    (["nbval-ignore-output"], "# NBVAL_CHECK_OUTPUT\nprint(1)", True, True),   # a comment marker wins, as in nbval
+    ([], "print(1)", False, False),                                             # never ran: nothing to compare
+])
+def test_compared_cells_are_the_ones_nbval_compares(tags, source, executed, expected):
+    cell = new_code_cell(source, metadata={"tags": tags}, execution_count=1 if executed else None)
+    assert N.compared(cell) is expected
+
+
+def _nbval_equal(test_outputs, ref_outputs) -> bool:
+    """nbval's own verdict on two cells' outputs, with the course's sanitising file (as ``IPyNbCell.runtest``
+    compares them: both coalesced)."""
+    from types import SimpleNamespace
+    from nbval.plugin import IPyNbCell, coalesce_streams, nocolors
+
+    parent = SimpleNamespace(skip_compare=("metadata", "traceback", "prompt_number", "output_type", "name",
+                                           "execution_count", "application/vnd.jupyter.widget-view+json",
+                                           "image/png", "image/jpeg"),
+                             sanitize_patterns=dict(N.sanitize_patterns()))
+    item = SimpleNamespace(parent=parent, colors=nocolors, format_output_compare=lambda *a: None)
+    item.sanitize = lambda s: IPyNbCell.sanitize(item, s)
+    return IPyNbCell.compare_outputs(item, coalesce_streams(copy.deepcopy(test_outputs)),
+                                     coalesce_streams(copy.deepcopy(ref_outputs)))
+
+
+def _hash_of(outputs):
+    cell = new_code_cell("x", execution_count=1, id="c1")
+    cell.outputs = copy.deepcopy(outputs)
+    return N.output_hashes(new_notebook(cells=[cell]))["c1"]
+
+
+def _stream(text, name="stdout"):
+    return new_output("stream", name=name, text=text)
+
+
+REF = [_stream("PASS case: rel err 1.2e-03 (tol 2e-02, bfloat16)\nshape (32, 256, 56, 56) in 0.08 ms\n"),
+       new_output("display_data", data={"text/plain": "<Figure>", "image/png": "iVBORw0KGgo="})]
+
+
+@pytest.mark.parametrize("other, same", [
+    (REF, True),
+    ([_stream("PASS case: rel err 9.9e-04 (tol 1e-02, float16)\nshape (32, 256, 56, 56) in 0.11 ms\n"), REF[1]], True),
+    ([_stream("PASS case: rel err 1.2e-03 (tol 2e-02, bfloat16)\n"), _stream("shape (32, 256, 56, 56) in 0.08 ms\n"),
+      REF[1]], True),
+    ([REF[1], REF[0]], True),                                                    # order across kinds: not compared
+    ([REF[0], new_output("display_data", data={"text/plain": "<Figure>", "image/png": "AAAA"})], True),
+    ([_stream("PASS case: rel err 1.2e-03 (tol 2e-02, bfloat16)\nshape (32, 256, 56, 57) in 0.08 ms\n"), REF[1]], False),
+    ([_stream(REF[0].text, name="stderr"), REF[1]], False),
+    ([REF[0], new_output("display_data", data={"text/plain": "<Figure>", "text/html": "<b>x</b>"})], False),
+    ([REF[0]], False),
+])
+def test_two_outputs_hash_alike_exactly_when_nbval_finds_them_equal(other, same):
+    assert _nbval_equal(other, REF) is same
+    assert (_hash_of(other) == _hash_of(REF)) is same
+
+
+def test_write_stamp_records_the_output_hashes(monkeypatch):
+    from helpers import device
+
+    fake = device.DeviceInfo("Fake GPU", 0, (9, 0), 1, 1.0, 1, {}, None)
+    monkeypatch.setattr(device, "device_info", lambda index=None: fake)
+    monkeypatch.setattr(device, "versions", lambda: {"torch": "2.13.0"})
+    nb = nbformat.read(N.NB_DIR / NB02, as_version=4)
+    entry = N.write_stamp(nb, runtime_s=1.0)
+    assert entry["outputs_sha256"] == N.output_hashes(nb) and entry["code_sha256"] == N.code_hash(nb)
+    assert HY.output_problems(nb, NB02) == []
+
+
+def test_tools_execute_records_the_output_hashes_and_the_prose_in_the_stamp(tmp_path, monkeypatch):
+    """tools.execute's own execute_one, a real kernel, on a notebook that needs no GPU (the device facts faked): the
+    stamp it writes passes the output check, and a hand edit of a compared output then fails it."""
+    from nbformat.v4 import new_markdown_cell
+
+    from helpers import device
+    from tools import execute as EX
+
+    monkeypatch.setattr(EX, "LOG_DIR", tmp_path / "logs")
+    fake = device.DeviceInfo("Fake GPU", 0, (9, 0), 1, 1.0, 1, {}, None)
+    monkeypatch.setattr(device, "device_info", lambda index=None: fake)
+    monkeypatch.setattr(device, "versions", lambda: {"torch": "2.13.0"})
+    nb = new_notebook(cells=[
+        new_markdown_cell("A step took 0.08 ms on the H200.", id="md"),
+        new_code_cell('print("PASS case: rel err 1.2e-03 (tol 2e-02, bfloat16)")', id="checked"),
+        new_code_cell('print("12.3 ms")', id="timed", metadata={"tags": ["nbval-ignore-output"]})])
+    nb.metadata[N.META_KEY] = {"requires": {"gpu": False}}
+    nbformat.write(nb, tmp_path / "09_cpu.ipynb")
+    name, status, _ = EX.execute_one(str(tmp_path / "09_cpu.ipynb"), str(tmp_path / "out"), 120, False)
+    assert status == "ok"
+    ran = nbformat.read(tmp_path / "out" / name, as_version=4)
+    entry = N.stamp(ran)
+    assert set(entry["outputs_sha256"]) == {"checked"} and entry["prose_claims"] == {"md": ["0.08 ms"]}
+    assert HY.output_problems(ran, name) == []
+    _cell(ran, "checked").outputs[0].text = "FAIL case: rel err 1.2e-03 (tol 2e-02, bfloat16)\n"
+    assert len(HY.output_problems(ran, name)) == 1

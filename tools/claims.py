@@ -1,12 +1,17 @@
 """Numbers the notebooks' prose states: every measured-looking number in a markdown cell, with its sentence.
 
     python -m tools.claims                 # one line per claim: notebook, cell, number, sentence
+    python -m tools.claims --changed       # claims whose number is not in the prose the notebook's GPU run saw
     python -m tools.claims --bars          # every bar the prose quotes, against the bars the code prints
     python -m tools.claims --comparatives  # comparative words no printed verdict backs, one per line
 
 Prose may quote a measurement only as a range seen on a named GPU ("0.08–0.10 ms across H200 runs") or as a
 target ("at least 2×"); the stored run's own numbers belong in printed outputs. This inventory is where a
 review of those claims starts (issue 14's claim table).
+
+A number changed in the prose after the notebook's GPU run is listed too (``--changed``, and ``!`` in the
+inventory): ``tools.execute`` records every claim of the prose in the stamp (``prose_claims``, from
+``prose_record``), and ``changed_claims`` lists those no longer in it, bar or not.
 
 Two further checks (issue 25):
 
@@ -29,6 +34,11 @@ from pathlib import Path
 NUMBER = r"\d+(?:[.,]\d+)?"
 CLAIM = re.compile(rf"(?<![\w.×])(?P<value>{NUMBER}(?:\s?[–-]\s?{NUMBER})?)\s?"
                    r"(?P<unit>TFLOP/s|GB/s|TB/s|ms|µs|us|s\b|%|×(?!\s?\d)|x\b(?!\s?\d))")
+# a bare number right after a claim and a connective takes the claim's unit ("870–1060 TFLOP/s against 630–700 for
+# bf16"): it is the same quantity, measured elsewhere; one followed by a word of its own ("and 16 layers") is not
+CONTINUED = re.compile(rf"\s+(?:against|vs\.?|versus|to|and|or|over)\s+(?:about\s+)?"
+                       rf"(?P<value>{NUMBER}(?:\s?[–-]\s?{NUMBER})?)"
+                       r"(?=\s*(?:[,;:.)]|$)|\s+(?:for|on|in|at|across|with|when|where)\b)")
 SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z(`*])|\n\s*[-*] |\n\n")
 
 
@@ -63,6 +73,9 @@ def claims_in(text: str, notebook: str = "", cell: str = "") -> list[Claim]:
     for sentence in SENTENCE_END.split(prose):
         for m in CLAIM.finditer(sentence):
             found.append(Claim(notebook, cell, m["value"], m["unit"], " ".join(sentence.split())[:220], prose))
+            more = CONTINUED.match(sentence, m.end())
+            if more:
+                found.append(Claim(notebook, cell, more["value"], m["unit"], " ".join(sentence.split())[:220], prose))
     return found
 
 
@@ -80,6 +93,49 @@ def notebook_claims(path: Path) -> list[Claim]:
 def unqualified(claims: list[Claim]) -> list[Claim]:
     """Claims that quote a measurement without saying where it was seen."""
     return [c for c in claims if not c.qualified]
+
+
+# ---- numbers changed in the prose since the GPU run ------------------------------------------------------------
+
+def _said(claim: Claim) -> str:
+    return " ".join(f"{claim.value} {claim.unit}".split())
+
+
+def prose_record(nb) -> dict[str, list[str]]:
+    """``{markdown cell id: ["0.08–0.10 ms", ...]}``: every claim of the prose, as ``tools.execute`` records it in the
+    stamp (``prose_claims``) when the notebook runs on a GPU."""
+    record: dict[str, list[str]] = {}
+    for cell in nb.cells:
+        if cell.cell_type == "markdown":
+            said = [_said(c) for c in claims_in(cell.source, cell=cell.get("id", ""))]
+            if said:
+                record[cell.get("id", "")] = said
+    return record
+
+
+def changed_claims(nb_or_path, name: str = "") -> list[Claim] | None:
+    """The claims of the prose that the notebook's GPU run did not see (a number changed, or added, since), with
+    their cell; None when the stamp holds no record (a run before tools.execute recorded one)."""
+    from collections import Counter
+
+    from .notebooks import stamp
+
+    nb, from_path = _notebook(nb_or_path)
+    name = name or from_path
+    record = (stamp(nb) or {}).get("prose_claims")
+    if record is None:
+        return None
+    changed = []
+    for cell in nb.cells:
+        if cell.cell_type != "markdown":
+            continue
+        seen = Counter(record.get(cell.get("id", ""), []))
+        for claim in claims_in(cell.source, name, cell.get("id", "")):
+            if seen[_said(claim)] > 0:
+                seen[_said(claim)] -= 1
+            else:
+                changed.append(claim)
+    return changed
 
 
 # ---- bars: what the prose quotes against what the code prints ------------------------------------------------
@@ -294,7 +350,7 @@ def main(argv=None) -> int:
     from .notebooks import notebook_paths
 
     args = list(sys.argv[1:] if argv is None else argv)
-    mode = next((a for a in args if a in ("--bars", "--comparatives")), "")
+    mode = next((a for a in args if a in ("--bars", "--comparatives", "--changed")), "")
     paths = [Path(p) for p in args if not p.startswith("--")] or notebook_paths()
     if mode == "--bars":
         checked = bad = 0
@@ -322,12 +378,31 @@ def main(argv=None) -> int:
               f"{len(entries)} in the markdown of {len(paths)} notebooks; per notebook: "
               + ", ".join(f"{k} {v}" for k, v in per.items()))
         return 1 if len(open_) > reasons or stale_reviews(entries, reviewed) else 0
+    if mode == "--changed":
+        changed = 0
+        for path in paths:
+            found = changed_claims(path)
+            if found is None:
+                print(f"{path.name[:2]}: its stamp records no prose (executed before tools.execute recorded it): "
+                      f"re-execute it on a GPU to compare")
+                continue
+            for claim in found:
+                print(f"! {claim}")
+            changed += len(found)
+        print(f"{changed} numeric claims in the markdown of {len(paths)} notebooks changed since their GPU run")
+        return 1 if changed else 0
+    from collections import Counter
+
     total = 0
     for path in paths:
+        changed = Counter(changed_claims(path) or [])
         for claim in notebook_claims(path):
-            print(("  " if claim.qualified else "? ") + str(claim))
+            mark = "! " if changed[claim] > 0 else "  " if claim.qualified else "? "
+            changed[claim] -= 1
+            print(mark + str(claim))
             total += 1
-    print(f"{total} numeric claims in the markdown of {len(paths)} notebooks ('?': no GPU, run range or target named)")
+    print(f"{total} numeric claims in the markdown of {len(paths)} notebooks ('?': no GPU, run range or target named; "
+          f"'!': changed since the notebook's GPU run)")
     return 0
 
 

@@ -82,6 +82,7 @@ def execute_one(path: str, output_dir: str | None, timeout: int, allow_errors: b
     from nbclient.exceptions import CellExecutionError
 
     from helpers.features import notebook_requirements_met
+    from .claims import prose_record
     from .notebooks import requires, write_stamp
 
     path = Path(path)
@@ -112,7 +113,7 @@ def execute_one(path: str, output_dir: str | None, timeout: int, allow_errors: b
     if status == "ok" and errors:
         status = f"error: {len(errors)} cell(s) raised ({errors[0].get('ename')}: {errors[0].get('evalue', '')[:120]})"
     if status == "ok":
-        write_stamp(nb, runtime_s=runtime, peak_memory_gib=peak)
+        write_stamp(nb, runtime_s=runtime, peak_memory_gib=peak, prose_claims=prose_record(nb))
     else:
         status += f"  [kernel log: {log_path.relative_to(ROOT)}]"
     target = Path(output_dir) / path.name if output_dir else path

@@ -1,10 +1,11 @@
-"""What a stored notebook may hold: no machine-specific path in any output, a PNG for every cell that draws."""
+"""What a stored notebook may hold: no machine-specific path in any output, a PNG for every cell that draws, and
+compared outputs that are the ones its GPU run recorded."""
 from __future__ import annotations
 
 import json
 import re
 
-from .notebooks import cell_source
+from .notebooks import cell_source, output_hashes, stamp
 
 
 def output_texts(cell) -> list[str]:
@@ -55,4 +56,29 @@ def figure_problems(nb, name: str) -> list[str]:
         if not any("image/png" in out.get("data", {}) for out in cell.get("outputs", [])):
             problems.append(f"{name} cell {index} (id {cell.get('id')}) draws a figure but stores no image/png "
                             "(executed with a non-inline matplotlib backend?)")
+    return problems
+
+
+def output_problems(nb, name: str) -> list[str]:
+    """Compared cells whose stored outputs are not the ones the notebook's GPU run recorded in its stamp
+    (``outputs_sha256``, written by ``tools.execute``), one line per cell; one line for a stamp without that record.
+    Only a GPU run writes outputs: any of these is fixed by re-executing the notebook there."""
+    rerun = f"re-execute it on a GPU (python -m tools.execute notebooks/{name})"
+    recorded = (stamp(nb) or {}).get("outputs_sha256")
+    if recorded is None:
+        return [f"{name}: its stamp records no hash of the compared outputs (stamped before tools.execute wrote one): "
+                f"{rerun}"]
+    now = output_hashes(nb)
+    where = {cell.get("id") or f"#{i}": f"{name} cell {i} (id {cell.get('id')})" for i, cell in enumerate(nb["cells"])}
+    problems = []
+    for key in now:
+        if key not in recorded:
+            problems.append(f"{where[key]}: nbval compares its outputs, but its GPU run recorded none for it: {rerun}")
+        elif now[key] != recorded[key]:
+            problems.append(f"{where[key]}: its stored outputs are not the ones its GPU run recorded "
+                            f"(edited by hand?): {rerun}")
+    for key in recorded:
+        if key not in now:
+            problems.append(f"{where.get(key, f'{name} cell id {key}')}: its GPU run recorded compared outputs, but "
+                            f"nbval no longer compares this cell (or it is gone): {rerun}")
     return problems

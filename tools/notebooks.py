@@ -1,5 +1,5 @@
 """The course's notebooks as files: where they are, their metadata (hardware needs, gated cells), the code
-hash and the execution stamp. The checks on stored outputs live in ``tools/hygiene.py``, the headline numbers
+hash, the hash of the outputs nbval compares, and the execution stamp. The checks on stored outputs live in ``tools/hygiene.py``, the headline numbers
 in ``tools/results_csv.py``, the repository the badges point at in ``tools/fork.py``.
 
     python -m tools.notebooks set-repo OWNER/NAME   # point badges, setup cells and pyproject at a fork
@@ -8,15 +8,18 @@ in ``tools/results_csv.py``, the repository the badges point at in ``tools/fork.
 from __future__ import annotations
 
 import argparse
+import copy
 import hashlib
 import json
 import re
 import sys
+import warnings
 from pathlib import Path
 
 META_KEY = "cudnn_course"
 ROOT = Path(__file__).resolve().parent.parent
 NB_DIR = ROOT / "notebooks"
+SANITIZE_FILE = ROOT / "tests" / "nbval_sanitize.cfg"   # what nbval masks before it compares (pyproject's addopts)
 
 # A GitHub repository URL as the badges, the setup cells and pyproject.toml write it.
 REPO_URL = re.compile(r"https://github\.com/(?P<slug>[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+?)(?=\.git\b|[/\"')\s]|$)")
@@ -101,13 +104,78 @@ def _without_comments(src: str) -> str:
     return "".join(lines)
 
 
+# ---------------------------------------------------------------- the outputs nbval compares, and their hash
+# What nbval leaves out of a comparison (its IPyNbFile.skip_compare without --nbdime): figures, metadata, tracebacks,
+# execution counts. A stream is compared under its name (stdout, stderr).
+NOT_COMPARED = frozenset({"metadata", "traceback", "prompt_number", "output_type", "name", "execution_count",
+                          "application/vnd.jupyter.widget-view+json", "image/png", "image/jpeg"})
+
+
+def compared(cell) -> bool:
+    """Whether nbval, run as the course runs it (``--nbval``, not lax), compares this code cell's outputs: the cell
+    ran, and neither a tag nor a comment marker (``nbval-ignore-output``, ``nbval-skip``, ...) turns that off.
+    A cell gated on a feature (``cudnn_course.needs``) counts: it is compared where the feature exists."""
+    from nbval.plugin import find_comment_markers, find_metadata_tags
+
+    if cell["cell_type"] != "code" or cell.get("execution_count") is None:
+        return False
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")   # nbval's own warning about conflicting markers, said when it collects
+        options = dict(find_metadata_tags(cell.get("metadata", {})))
+        options.update(find_comment_markers(cell_source(cell)))
+    return bool(options.get("check", True)) and not options.get("skip", False)
+
+
+def sanitize_patterns(path: Path = SANITIZE_FILE) -> list[tuple[str, str]]:
+    """The ``(regex, replacement)`` pairs of ``tests/nbval_sanitize.cfg``, read as nbval reads them."""
+    from nbval.plugin import get_sanitize_patterns
+
+    return get_sanitize_patterns(Path(path).read_text())
+
+
+def compared_outputs(cell, patterns: list[tuple[str, str]]) -> dict[str, list]:
+    """A code cell's outputs as nbval compares them: streams merged per name (``\\r`` and ``\\b`` applied), every
+    MIME type but figures, an error's name and value; each string sanitised with ``patterns``, repository URLs
+    replaced as in ``code_hash``. ``cell`` as nbformat reads it."""
+    import nbformat
+    from nbval.plugin import coalesce_streams
+
+    def sanitized(value):
+        if not isinstance(value, str):
+            return value
+        for regex, replacement in patterns:
+            value = re.sub(regex, replacement, value)
+        return REPO_URL.sub("https://github.com/<repo>", value)
+
+    grouped: dict[str, list] = {}
+    for out in coalesce_streams([nbformat.from_dict(copy.deepcopy(o)) for o in cell.get("outputs", [])]):
+        fields = {out["name"]: out["text"]} if out["output_type"] == "stream" else dict(out)
+        for key, value in fields.items():
+            for k, v in (value.items() if key == "data" else [(key, value)]):
+                if k not in NOT_COMPARED:
+                    grouped.setdefault(k, []).append(sanitized(v))
+    return grouped
+
+
+def output_hashes(nb) -> dict[str, str]:
+    """``{cell id: sha256}`` over what nbval compares of every compared cell (``compared``, ``compared_outputs``):
+    equal for two runs whose outputs nbval would find equal, different when a compared output is edited."""
+    patterns = sanitize_patterns()
+    return {cell.get("id") or f"#{index}": hashlib.sha256(
+                json.dumps(compared_outputs(cell, patterns), sort_keys=True).encode()).hexdigest()
+            for index, cell in enumerate(nb["cells"]) if compared(cell)}
+
+
 def stamp(nb) -> dict | None:
     return nb.get("metadata", {}).get(META_KEY, {}).get("execution")
 
 
-def write_stamp(nb, *, runtime_s: float, peak_memory_gib: dict | None = None) -> dict:
-    """Record where, when and on what code the notebook was executed, and the kernel's peak GPU memory
-    (torch's allocator: ``allocated`` by tensors, ``reserved`` from the driver; worker processes not counted)."""
+def write_stamp(nb, *, runtime_s: float, peak_memory_gib: dict | None = None,
+                prose_claims: dict | None = None) -> dict:
+    """Record where, when and on what code the notebook was executed, the kernel's peak GPU memory
+    (torch's allocator: ``allocated`` by tensors, ``reserved`` from the driver; worker processes not counted),
+    the hash of every compared cell's outputs (``output_hashes``; ``tools.hygiene.output_problems`` checks them) and
+    the numbers its prose stated then (``prose_claims``, from ``tools.claims.prose_record``)."""
     import datetime as _dt
 
     from helpers.device import device_info, versions
@@ -127,6 +195,8 @@ def write_stamp(nb, *, runtime_s: float, peak_memory_gib: dict | None = None) ->
         "runtime_s": round(runtime_s, 1),
         "peak_memory_gib": peak_memory_gib,
         "code_sha256": code_hash(nb),
+        "outputs_sha256": output_hashes(nb),
+        "prose_claims": prose_claims,
     }
     nb.setdefault("metadata", {}).setdefault(META_KEY, {})["execution"] = entry
     return entry

@@ -28,7 +28,9 @@ refuses to overwrite it: it raises ``PlanCacheError`` naming the file
 (``get_or_build`` then returns the graph it built, unstored, ``stored=False``).
 Writes go to a temporary file in the same folder and are moved into place with
 ``os.replace`` (atomic), so a crash mid-write never leaves half an entry under
-the real name. ``clear()`` removes the cache's own entries and nothing else.
+the real name. ``clear()`` removes the cache's own entries and nothing else, and returns the files it left alone
+(``other_files()``). Every warning and error names the file it is about by its full path (a moved entry's new place
+as ``rejected/<name>`` beside it).
 
 The file layer (``get``/``put``) needs no GPU and no cuDNN; ``get_or_build``
 adds the graph side on top.
@@ -196,16 +198,16 @@ class PlanCache:
             raise ValueError(NOT_AN_ENTRY, f"{path} is not a plan-cache entry (no {MAGIC[:-1].decode()} header): "
                                            "left untouched, and this key's plan is not stored over it")
         if len(data) < start:
-            raise ValueError("truncated", f"{path.name} is truncated ({len(data)} bytes)")
+            raise ValueError("truncated", f"{path} is truncated ({len(data)} bytes)")
         (length,) = _LEN.unpack_from(data, len(MAGIC))
         if len(data) < start + length:
-            raise ValueError("truncated", f"{path.name} is truncated inside its header")
+            raise ValueError("truncated", f"{path} is truncated inside its header")
         try:
             header = json.loads(data[start : start + length].decode("utf-8"))
             if not isinstance(header, dict):
                 raise TypeError("header is not an object")
         except (UnicodeDecodeError, ValueError, TypeError) as exc:
-            raise ValueError("corrupt", f"{path.name} has an unreadable header ({exc})") from None
+            raise ValueError("corrupt", f"{path} has an unreadable header ({exc})") from None
         return header, data[start + length :]
 
     def get(self, key: str, meta: dict | None = None) -> bytes | None:
@@ -223,7 +225,7 @@ class PlanCache:
             return None
         try:
             header, blob = self.read_header(path)
-            self._verify(header, blob, key, meta, path.name)
+            self._verify(header, blob, key, meta, path)
         except ValueError as exc:
             reason, message = exc.args if len(exc.args) == 2 else ("corrupt", str(exc))
             moved = None
@@ -233,25 +235,25 @@ class PlanCache:
             warnings.warn(PlanCacheWarning(reason, message, moved), stacklevel=2)
             return None
         except OSError as exc:
-            warnings.warn(PlanCacheWarning("unreadable", f"{path.name} cannot be read ({exc})"), stacklevel=2)
+            warnings.warn(PlanCacheWarning("unreadable", f"{path} cannot be read ({exc})"), stacklevel=2)
             return None
         return blob
 
-    def _verify(self, header: dict, blob: bytes, key: str, meta: dict | None, name: str) -> None:
+    def _verify(self, header: dict, blob: bytes, key: str, meta: dict | None, path: Path) -> None:
         if header.get("format") != FORMAT:
-            raise ValueError("foreign", f"{name} has format {header.get('format')!r}, this cache reads {FORMAT}")
+            raise ValueError("foreign", f"{path} has format {header.get('format')!r}, this cache reads {FORMAT}")
         if header.get("key") != key:
-            raise ValueError("mismatch", f"{name} holds a plan for another graph key")
+            raise ValueError("mismatch", f"{path} holds a plan for another graph key")
         if header.get("fingerprint") != self.fingerprint:
             theirs = header.get("fingerprint") or {}
             diff = sorted(k for k in set(theirs) | set(self.fingerprint) if theirs.get(k) != self.fingerprint.get(k))
-            raise ValueError("foreign", f"{name} was built under another {'/'.join(diff) or 'fingerprint'}")
+            raise ValueError("foreign", f"{path} was built under another {'/'.join(diff) or 'fingerprint'}")
         if meta is not None and header.get("meta") != _canonical(meta):
-            raise ValueError("mismatch", f"{name} was stored with other metadata (e.g. another shape)")
+            raise ValueError("mismatch", f"{path} was stored with other metadata (e.g. another shape)")
         if header.get("size") != len(blob):
-            raise ValueError("truncated", f"{name} holds {len(blob)} of {header.get('size')} plan bytes")
+            raise ValueError("truncated", f"{path} holds {len(blob)} of {header.get('size')} plan bytes")
         if header.get("sha256") != hashlib.sha256(blob).hexdigest():
-            raise ValueError("corrupt", f"{name} fails its checksum")
+            raise ValueError("corrupt", f"{path} fails its checksum")
 
     @property
     def rejected_dir(self) -> Path:
@@ -275,7 +277,7 @@ class PlanCache:
     def _where(self, moved: Path | None) -> str:
         if moved is None:
             return f"; left in place (it could not be moved into {REJECTED}/)"
-        return f"; moved to {moved.relative_to(self.directory)}"
+        return f"; moved to {moved.relative_to(self.directory)}"   # beside the file just named
 
     @staticmethod
     def _own_files(folder: Path, name: re.Pattern) -> list[Path]:
@@ -291,9 +293,18 @@ class PlanCache:
         """Entries that ``get`` (or ``get_or_build``) refused and moved aside, in ``rejected/``."""
         return self._own_files(self.rejected_dir, _REJECTED_NAME)
 
-    def clear(self, rejected: bool = False) -> None:
+    def other_files(self) -> list[Path]:
+        """What is in the folder (and in ``rejected/``) that the cache did not write: a user's files, links, folders,
+        another process's temp file mid-write. The cache never moves, overwrites or deletes any of them."""
+        rejected_dir = self.rejected_dir if self.rejected_dir.is_dir() and not self.rejected_dir.is_symlink() else None
+        own = {*self.entries(), *self.rejected(), rejected_dir}
+        folders = [f for f in (self.directory, rejected_dir) if f is not None and f.is_dir()]
+        return sorted(p for folder in folders for p in folder.iterdir() if p not in own)
+
+    def clear(self, rejected: bool = False) -> list[Path]:
         """Delete the cache's own entries; with ``rejected=True``, also the rejected ones. Files the cache did
-        not write stay, whatever their name or suffix (and so do temp files another process may be writing)."""
+        not write stay, whatever their name or suffix (and so do temp files another process may be writing):
+        returns them (``other_files()``), so a folder that is not empty afterwards says why."""
         doomed = self.entries()
         if rejected:
             doomed += self.rejected()
@@ -304,6 +315,7 @@ class PlanCache:
                 self.rejected_dir.rmdir()  # only if nothing else is in it
             except OSError:
                 pass
+        return self.other_files()
 
     # ------------------------------------------------------------ graph layer
     @staticmethod
@@ -345,7 +357,7 @@ class PlanCache:
                     loaded = fresh
                 except Exception as exc:  # the library refused it (e.g. a driver change): rebuild
                     moved = self._reject(path, "undeserializable")
-                    warnings.warn(PlanCacheWarning("undeserializable", f"{path.name} was refused by cuDNN "
+                    warnings.warn(PlanCacheWarning("undeserializable", f"{path} was refused by cuDNN "
                                                    f"({type(exc).__name__}){self._where(moved)}", moved))
             ms = (time.perf_counter() - t0) * 1e3
         dropped = [w.message for w in caught if issubclass(w.category, PlanCacheWarning)]
