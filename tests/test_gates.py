@@ -3,6 +3,7 @@ import nbformat
 import pytest
 
 from tools.gates import read_needs
+from tools.notebooks import notebook_path
 
 
 def _notebook(*sources, min_sm=None):
@@ -57,3 +58,17 @@ def test_what_a_notebook_requires_is_what_stops_it():
 def test_a_gate_the_harness_cannot_read_is_an_error(source, message):
     with pytest.raises(ValueError, match=message):
         read_needs(_notebook("x = 1", source))
+
+
+def test_the_course_notebooks_read_as_their_title_cells_say():
+    """05 stops without fused attention, 07 without a saved kernel cache; 04, 06 and 08 gate sections."""
+    def needs(number):
+        return read_needs(nbformat.read(notebook_path(number), as_version=4))
+
+    assert needs("05").features == ("sdpa",) and needs("05").gated == ["sdpa_serving", "sdpa_fp8"]
+    assert needs("07").features == ("kernel_cache_serialize",)
+    assert needs("07").gated == ["override_shapes", "kernel_cache"]
+    assert needs("04").gated == ["fp8"] and needs("06").gated == ["sdpa"]
+    assert needs("08").gated == ["native_cuda_graph", "sdpa"]
+    assert all(needs(n).requires == {"gpu": True, "features": []} for n in ("01",))
+    assert all(needs(n).requires == {"gpu": True, "min_sm": 70, "features": []} for n in ("02", "03", "04", "06", "08"))

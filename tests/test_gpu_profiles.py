@@ -161,10 +161,10 @@ def test_the_memory_column_names_the_gpus_a_notebook_runs_on_but_does_not_fit():
     import nbformat
 
     nb = nbformat.v4.new_notebook()
-    nb.metadata["cudnn_course"] = {"requires": {"gpu": True}}
+    nb.cells = [nbformat.v4.new_code_cell("DEVICE = H.require_gpu()")]
     assert gpu_matrix._memory_verdict(nb, 20.0) == "20.0 GiB: over T4"
     assert gpu_matrix._memory_verdict(nb, 3.0) == "3.0 GiB: fits every GPU it runs on"
-    nb.metadata["cudnn_course"] = {"requires": {"gpu": True, "min_sm": 80, "features": ["sdpa"]}}
+    nb.cells.append(nbformat.v4.new_code_cell('SDPA = H.gate("sdpa")\nSDPA.require()'))
     assert gpu_matrix._memory_verdict(nb, 20.0) == "20.0 GiB: fits every GPU it runs on"   # no T4: it does not run there
     assert gpu_matrix._memory_verdict(nb, 30.0) == "30.0 GiB: over L4"
     assert gpu_matrix._memory_verdict(nb, None) == "not recorded"
