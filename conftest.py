@@ -4,10 +4,12 @@ It sits at the repository root so that ``pytest``, ``pytest tests/``, ``pytest n
 ``pytest --nbval notebooks/05_sdpa_attention.ipynb`` all load it. It
 
 - gives the notebook kernels ipykernel's inline backend and an empty scratch results folder;
-- skips every cell of a notebook whose hardware needs (metadata ``cudnn_course.requires``) this machine
-  lacks, with the reason;
-- for a cell that needs a feature this machine lacks (cell metadata ``cudnn_course.needs``), runs the cell
-  (its skip branch) without comparing its outputs, and reports it as skipped with the gate's reason.
+- skips every cell of a notebook whose hardware needs this machine lacks, with the reason;
+- for a cell gated by a feature this machine lacks, runs the cell (its skip branch) without comparing its
+  outputs, and reports it as skipped with the gate's reason.
+
+Both are read from the notebook's own lines (``H.require_gpu()``, ``NAME = H.gate("feature")`` and the cells
+that name it, ``NAME.require()``, ``H.grade_solution(key)``): ``tools/gates.py``.
 
 ``COURSE_GPU=t4|l4|a100|h100`` rehearses another GPU (``helpers.device.PROFILES``): the gates above follow it.
 """
@@ -61,13 +63,6 @@ def pytest_report_header(config):
     return f"GPU: {d.name}"
 
 
-def unmet(features) -> str | None:
-    """``'feature: reason'`` for the first feature this machine lacks, or None."""
-    from helpers.features import missing_feature
-
-    return missing_feature(features)
-
-
 def _run_without_comparing(item, reason: str) -> None:
     """Execute the cell (its skip branch must still run cleanly), compare nothing, report a skip."""
     item.options["check"] = False
@@ -81,21 +76,22 @@ def _run_without_comparing(item, reason: str) -> None:
 
 
 def pytest_collection_modifyitems(config, items):
-    from helpers.features import notebook_requirements_met
-    from tools.notebooks import cell_needs, requires
+    from helpers.features import missing_feature, notebook_requirements_met
+    from tools.gates import read_needs
 
-    verdicts = {}
+    readings = {}
     for item in items:
         path = Path(str(item.fspath))
         if path.suffix != ".ipynb":
             continue
-        if path not in verdicts:
-            verdicts[path] = notebook_requirements_met(requires(json.loads(path.read_text())))
-        ok, reason = verdicts[path]
+        if path not in readings:
+            needs = read_needs(json.loads(path.read_text()))
+            readings[path] = notebook_requirements_met(needs.requires), needs.cells
+        (ok, reason), cells = readings[path]
         if not ok:
             item.add_marker(pytest.mark.skip(reason=f"{path.name}: {reason}"))
             continue
-        cell = getattr(item, "cell", None)
-        missing = unmet(cell_needs(cell)) if cell is not None else None
+        number = getattr(item, "cell_num", None)  # nbval's: the code cells, counted from 0
+        missing = missing_feature(cells[number]) if number is not None else None
         if missing:
-            _run_without_comparing(item, f"{path.name} cell {item.cell_num}: needs {missing}")
+            _run_without_comparing(item, f"{path.name} cell {number}: needs {missing}")

@@ -5,9 +5,9 @@ power draw, why the clock is held down), read through NVML.
 the course's own view of the device that of a GPU users have: name, compute capability, SM count, memory,
 datasheet peaks, and so the working dtype and every feature gate (``helpers.features``). torch,
 ``torch.compile`` and cuDNN keep running on the real GPU; its L2 size stays real too (the cache flush must
-cover the cache that exists). Under a profile, torch's caching allocator is capped at the profile's memory,
-so a notebook that would not fit that GPU fails here too. ``require_gpu()`` prints one line saying the
-rehearsal is on. See ``PROFILES``.
+cover the cache that exists). ``require_gpu()`` says the rehearsal is on and caps torch's caching allocator at
+the profile's memory (``cap_memory``), so a notebook that would not fit that GPU fails here too: one line each,
+once per process. See ``PROFILES``.
 """
 from __future__ import annotations
 
@@ -120,7 +120,7 @@ def has_gpu() -> bool:
 
 def require_gpu() -> "DeviceInfo":
     """The current GPU's facts, or ``NoGPUError`` with one clear line. Under a ``COURSE_GPU`` profile it
-    prints, once per process, which GPU is rehearsed on which."""
+    prints, once per process, which GPU is rehearsed on which, and caps the memory (``cap_memory``)."""
     if not has_gpu():
         reason = "torch is a CPU-only build" if torch.version.cuda is None else "no CUDA device is visible to torch"
         raise NoGPUError(f"No NVIDIA GPU found ({reason}): these notebooks need one — use a GPU machine or Colab (Runtime → GPU).")
@@ -130,7 +130,20 @@ def require_gpu() -> "DeviceInfo":
         print(f"{PROFILE_ENV}={active_profile().key}: rehearsing a {info.name} (sm{info.sm_version}, {info.sm_count} SMs, "
               f"{info.memory_gb:.1f} GiB) on the real {info.rehearsed_on}: gates, dtype, peaks and memory follow the "
               f"{info.name}; the kernels run on the {info.rehearsed_on}.")
+        print(cap_memory(info))
     return info
+
+
+def cap_memory(info: "DeviceInfo") -> str:
+    """Cap torch's caching allocator on the rehearsed GPU at the profile's memory, so that a notebook too big for
+    that GPU fails in the rehearsal too. Returns the line that says so; ``require_gpu()`` makes this call."""
+    if not info.rehearsed_on:
+        raise ValueError(f"cap_memory: {info.name} is the real GPU; the cap is for a {PROFILE_ENV} rehearsal")
+    total = torch.cuda.get_device_properties(info.index).total_memory
+    fraction = min(1.0, info.memory_gb * 2**30 / total)
+    torch.cuda.set_per_process_memory_fraction(fraction, info.index)
+    return (f"{PROFILE_ENV}={active_profile().key}: torch's allocator is capped at {info.memory_gb:.1f} GiB, the "
+            f"{info.name}'s memory ({fraction:.1%} of the {info.rehearsed_on}'s {total / 2**30:.1f} GiB).")
 
 
 _announced: list = []
@@ -161,8 +174,6 @@ def _device_info(index: int, profile: Profile | None) -> DeviceInfo:
             props.total_memory / 2**30
     else:
         name, sm, sm_count, memory_gb = profile.name, profile.sm, profile.sm_count, profile.memory_gb
-        # The profile's memory is all this process may take: a notebook too big for that GPU fails here too.
-        torch.cuda.set_per_process_memory_fraction(min(1.0, memory_gb * 2**30 / props.total_memory), index)
     bf16, fp16, fp8, gbps = datasheet_row(name)
     return DeviceInfo(
         name=name,

@@ -148,7 +148,7 @@ def test_solutions_load_by_exercise_name(tmp_path, monkeypatch):
 # ------------------------------------------------------------------ student versions
 def _notebook(path: Path):
     nb = nbformat.v4.new_notebook()
-    nb.metadata["cudnn_course"] = {"execution": {"gpu": "NVIDIA H200"}, "requires": {"gpu": True}}
+    nb.metadata["cudnn_course"] = {"execution": {"gpu": "NVIDIA H200"}, "min_sm": 70}
     skeleton = nbformat.v4.new_code_cell("def double(v):\n    ...\nH.exercise('99.double', double)")
     skeleton.outputs = [nbformat.v4.new_output("stream", name="stdout", text="… 99.double: not done yet\n")]
     skeleton.execution_count = 3
@@ -166,7 +166,7 @@ def test_student_copy_drops_solution_cells_outputs_and_the_stamp(tmp_path):
     nb = nbformat.read(written[0], as_version=4)
     assert [c.cell_type for c in nb.cells] == ["markdown", "code"]
     assert nb.cells[1].outputs == [] and nb.cells[1].execution_count is None
-    assert "execution" not in nb.metadata["cudnn_course"] and nb.metadata["cudnn_course"]["requires"]
+    assert "execution" not in nb.metadata["cudnn_course"] and nb.metadata["cudnn_course"]["min_sm"] == 70
 
 
 ANSWER_LINE = "doubled = v + v  # the answer"

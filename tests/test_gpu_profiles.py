@@ -103,10 +103,24 @@ def test_a_profile_changes_the_view_caps_memory_and_keeps_the_real_cache(pretend
     assert d.datasheet_tflops["float16"] == 65.0 and d.datasheet_tflops["bfloat16"] is None
     assert pretend_h200.fraction == pytest.approx(14.7 / 140)
     assert device.working_dtype() == torch.float16
-    line = capsys.readouterr().out
-    assert line.count("\n") == 1 and line.startswith("COURSE_GPU=t4: rehearsing a Tesla T4 (sm75") and "H200" in line
+    rehearsal, cap = capsys.readouterr().out.splitlines(keepends=True)
+    assert rehearsal.startswith("COURSE_GPU=t4: rehearsing a Tesla T4 (sm75") and "H200" in rehearsal
+    assert cap == ("COURSE_GPU=t4: torch's allocator is capped at 14.7 GiB, the Tesla T4's memory "
+                   "(10.5% of the NVIDIA H200's 140.0 GiB).\n")
+    pretend_h200.fraction = None
     device.require_gpu()
-    assert capsys.readouterr().out == "", "the rehearsal line is printed once per process"
+    assert capsys.readouterr().out == "" and pretend_h200.fraction is None, "one cap and two lines per process"
+
+
+def test_reading_the_device_under_a_profile_has_no_side_effect(pretend_h200, monkeypatch, capsys):
+    monkeypatch.setattr(features, "has_gpu", lambda: True)
+    monkeypatch.setattr(features, "backend_version", lambda: BACKEND)
+    monkeypatch.setenv("COURSE_GPU", "t4")
+    assert device.device_info().name == "Tesla T4" and not H.gate("bf16") and H.gate("kernel_cache")
+    assert pretend_h200.fraction is None and capsys.readouterr().out == "", "only require_gpu() caps the memory"
+    monkeypatch.delenv("COURSE_GPU")
+    with pytest.raises(ValueError, match="NVIDIA H200 is the real GPU"):
+        device.cap_memory(device.device_info())
 
 
 def test_without_a_profile_the_view_is_the_real_gpu(pretend_h200, monkeypatch, capsys):
@@ -161,10 +175,10 @@ def test_the_memory_column_names_the_gpus_a_notebook_runs_on_but_does_not_fit():
     import nbformat
 
     nb = nbformat.v4.new_notebook()
-    nb.metadata["cudnn_course"] = {"requires": {"gpu": True}}
+    nb.cells = [nbformat.v4.new_code_cell("DEVICE = H.require_gpu()")]
     assert gpu_matrix._memory_verdict(nb, 20.0) == "20.0 GiB: over T4"
     assert gpu_matrix._memory_verdict(nb, 3.0) == "3.0 GiB: fits every GPU it runs on"
-    nb.metadata["cudnn_course"] = {"requires": {"gpu": True, "min_sm": 80, "features": ["sdpa"]}}
+    nb.cells.append(nbformat.v4.new_code_cell('SDPA = H.gate("sdpa")\nSDPA.require()'))
     assert gpu_matrix._memory_verdict(nb, 20.0) == "20.0 GiB: fits every GPU it runs on"   # no T4: it does not run there
     assert gpu_matrix._memory_verdict(nb, 30.0) == "30.0 GiB: over L4"
     assert gpu_matrix._memory_verdict(nb, None) == "not recorded"

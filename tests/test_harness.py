@@ -1,10 +1,9 @@
 """The test harness (conftest.py at the root) and the notebooks' gated cells: CPU checks.
 
 - One harness whatever pytest is pointed at: nbval on one notebook gets the hardware skips too.
-- A cell that needs a feature this machine lacks runs, is not compared, and is reported skipped with the
-  reason; every other cell is still compared.
-- Every stored output a gated section prints is declared: compared cells that use a gate carry
-  ``cudnn_course.needs``, and each grading cell needs what its checker needs.
+- A cell gated by a feature this machine lacks (its gate read from the cell's own lines) runs, is not compared,
+  and is reported skipped with the reason; every other cell is still compared.
+- The course's compared correctness cells are gated where their section is.
 - Stored outputs do not depend on the working dtype's name beyond what the sanitizer maps.
 """
 import os
@@ -19,8 +18,8 @@ import torch
 
 import helpers as H
 from helpers import exercises as X
-from helpers.features import FEATURES
-from tools.notebooks import ROOT, cell_needs, gate_uses, notebook_path, notebook_paths, requires
+from tools.gates import read_needs
+from tools.notebooks import ROOT, notebook_paths
 
 NOTEBOOKS = notebook_paths()
 IGNORE = "nbval-ignore-output"
@@ -56,103 +55,63 @@ def scratch_notebook():
     shutil.rmtree(folder, ignore_errors=True)
 
 
-def _cell(source, stored, **meta):
-    cell = nbformat.v4.new_code_cell(source, metadata=meta)
+def _cell(source, stored):
+    cell = nbformat.v4.new_code_cell(source)
     cell.execution_count = 1
     cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text=stored)]
     return cell
 
 
-def test_a_cell_whose_feature_is_missing_runs_uncompared_and_is_reported_skipped(scratch_notebook):
-    """Needs a Jupyter kernel, not a GPU: the notebook declares no GPU, and 'sdpa' is missing on a CPU box."""
-    if GPU and H.gate("sdpa"):
-        pytest.skip("this machine has fused attention: the gated cell would be compared")
+def test_a_gated_cell_whose_feature_is_missing_runs_uncompared_and_is_reported_skipped(scratch_notebook):
+    """Needs a Jupyter kernel, not a GPU: the notebook never calls H.require_gpu(), and on a CPU box 'sdpa' and
+    'native_cuda_graph' are missing. The gates are read from the cells' own lines, as a learner reads them."""
+    if GPU and (H.gate("sdpa") or H.gate("native_cuda_graph")):
+        pytest.skip("this machine has a gated feature: its cell would be compared")
     nb = nbformat.v4.new_notebook()
-    nb.metadata["cudnn_course"] = {"requires": {"gpu": False}}
     nb.cells = [
-        _cell("print('same')", "same\n"),
-        _cell("open('ran-the-skip-branch', 'w').close()\nprint('skipped: no attention here')",
-              "PASS attention\n", cudnn_course={"needs": ["sdpa"]}),
-        _cell("print('changed')", "stored\n"),
+        _cell(f"import sys\nsys.path.insert(0, {str(ROOT)!r})\nimport helpers as H\nprint('same')", "same\n"),
+        _cell('ATTN = H.gate("sdpa")\nprint("attention:", "runs" if ATTN else "skipped")', "attention: runs\n"),
+        nbformat.v4.new_markdown_cell("A markdown cell: nbval does not count it."),
+        _cell('if ATTN:\n    print("PASS attention")\nelse:\n    open("ran-the-skip-branch", "w").close()\n'
+              '    print("skipped:", ATTN.reason)', "PASS attention\n"),
+        _cell('H.grade_solution("08.swap_weights")', "✓ 08.swap_weights: correct\n"),
+        _cell("print('changed')  # ATTN in a comment gates nothing", "stored\n"),
     ]
     nbformat.write(nb, scratch_notebook)
     run = _pytest("-rs", "-v", str(scratch_notebook.relative_to(ROOT)))
     out = run.stdout
     assert "Cell 0 PASSED" in out, out[-3000:]
     assert "Cell 1 SKIPPED" in out and "gated.ipynb cell 1: needs sdpa: " in out, out[-3000:]
-    assert "Cell 2 FAILED" in out, "an ungated cell must still be compared"
+    assert "Cell 2 SKIPPED" in out and "gated.ipynb cell 2: needs sdpa: " in out, out[-3000:]
+    assert "Cell 3 SKIPPED" in out and "gated.ipynb cell 3: needs native_cuda_graph: " in out, out[-3000:]
+    assert "Cell 4 FAILED" in out, "an ungated cell must still be compared"
     assert (scratch_notebook.parent / "ran-the-skip-branch").exists(), "the gated cell must still run"
     broken = _pytest("-v", "--noconftest", str(scratch_notebook.relative_to(ROOT)))
-    assert "Cell 1 FAILED" in broken.stdout, "without the harness the gated cell is compared (and differs)"
+    assert "Cell 2 FAILED" in broken.stdout and "Cell 3 FAILED" in broken.stdout, (
+        "without the harness the gated cells are compared (and differ)")
 
 
-# ------------------------------------------------------------------ gated cells are declared
+# ------------------------------------------------------------------ the gated cells of the course
 def _nb(path):
     return nbformat.read(path, as_version=4)
 
 
-def undeclared_gates(nb) -> list[str]:
-    """Cells that use a gate their metadata does not declare (features the whole notebook needs aside)."""
-    notebook_wide = set(requires(nb).get("features", []))
-    return [f"cell {index} (id {cell.id}) uses {sorted(missing)}" for index, cell, used in gate_uses(nb)
-            for missing in [used - set(cell_needs(cell)) - notebook_wide] if missing]
-
-
-@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
-def test_cells_that_depend_on_a_gate_declare_it(path):
-    problems = undeclared_gates(_nb(path))
-    assert not problems, (f"{path.name}: " + "; ".join(problems) + ": add the features to the cell's metadata "
-                          "cudnn_course.needs, so a GPU without them does not compare its output")
-
-
-def test_an_undeclared_gated_cell_is_found():
-    nb = _nb(notebook_path("04"))
-    checks = next(c for c in nb.cells if c.get("id") == "d59da24f")
-    del checks.metadata["cudnn_course"]
-    problems = undeclared_gates(nb)
-    assert len(problems) == 1 and problems[0].endswith("(id d59da24f) uses ['fp8']"), problems
-
-
-@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
-def test_declared_needs_are_known_features(path):
-    for cell in _nb(path).cells:
-        assert set(cell_needs(cell)) <= set(FEATURES), (path.name, cell.get("id"), cell_needs(cell))
-
-
-def _grading_cells():
-    import re
-
+def test_compared_cells_are_gated_where_their_section_is():
+    """Cells whose outputs are compared (correctness lines, not ignored): one that prints a section's results is
+    gated by its feature, so a GPU with it compares them and one without it does not; one that only defines
+    functions and constants (None) prints nothing anywhere, so every GPU compares it."""
+    gated = {}
     for path in NOTEBOOKS:
-        for cell in _nb(path).cells:
-            m = re.search(r'H\.grade_solution\("([0-9]{2}\.\w+)"\)', cell.source)
-            if cell.cell_type == "code" and m:
-                yield pytest.param(path, cell, m[1], id=m[1])
-
-
-def grading_mismatch(nb, cell, key) -> str | None:
-    notebook_wide = set(requires(nb).get("features", []))
-    declared, needed = set(cell_needs(cell)) - notebook_wide, set(X.needs(key)) - notebook_wide
-    return None if declared == needed else f"{key}: the checker needs {sorted(needed)}, its cell declares {sorted(declared)}"
-
-
-@pytest.mark.parametrize("path, cell, key", list(_grading_cells()))
-def test_each_grading_cell_needs_what_its_checker_needs(path, cell, key):
-    assert grading_mismatch(_nb(path), cell, key) is None
-
-
-def test_a_grading_cell_without_its_checkers_needs_is_found():
-    path, cell, key = next(p.values for p in _grading_cells() if p.values[2] == "08.swap_weights")
-    cell = nbformat.from_dict(dict(cell, metadata={}))
-    assert grading_mismatch(_nb(path), cell, key) == (
-        "08.swap_weights: the checker needs ['native_cuda_graph'], its cell declares []")
-
-
-def test_the_gated_correctness_cells_are_compared_where_their_feature_exists():
-    compared = {cell.id: cell for path in NOTEBOOKS for cell in _nb(path).cells
-                if cell.cell_type == "code" and IGNORE not in cell.metadata.get("tags", [])}
+        nb = _nb(path)
+        code = [c for c in nb.cells if c.cell_type == "code"]
+        gated.update({c.id: (c, features) for c, features in zip(code, read_needs(nb).cells)})
     for cid, feature in {"d59da24f": "fp8", "8b037d8b": "sdpa_serving", "1079d677": "sdpa_serving",
-                         "67efe9c5": "sdpa_serving", "8ec71ab2": "sdpa_fp8"}.items():
-        assert cid in compared and cell_needs(compared[cid]) == [feature], cid
+                         "67efe9c5": None, "cccb8081": None, "8caf9352": "sdpa_serving", "8ec71ab2": "sdpa_fp8",
+                         "5bc4d39b": "native_cuda_graph", "7b3069c1": "native_cuda_graph",
+                         "ca2fd206": "sdpa", "c2430f0f": "sdpa", "c0c65e9a": "sdpa"}.items():
+        cell, features = gated[cid]
+        assert IGNORE not in cell.metadata.get("tags", []), cid
+        assert features == ((feature,) if feature else ()), (cid, features)
 
 
 def test_a_checker_needing_a_missing_feature_says_skipped_never_failed(monkeypatch):

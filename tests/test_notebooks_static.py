@@ -5,13 +5,13 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from helpers.features import FEATURES
 from tools import notebooks as N
 from tools import fork as FK
 from tools import hygiene as HY
 from tools import results_csv as RC
 from tools import student as ST
-from tools.notebooks import META_KEY, code_hash, requires, stamp
+from tools.gates import read_needs
+from tools.notebooks import META_KEY, code_hash, stamp
 
 ROOT = Path(__file__).resolve().parent.parent
 NB_DIR = ROOT / "notebooks"
@@ -61,11 +61,16 @@ def test_kernelspec_and_colab_metadata(nb):
     assert "colab" in meta and meta["colab"].get("gpuType"), "Colab metadata with a gpuType"
 
 
-def test_hardware_needs_are_declared(nb):
-    req = requires(nb)
-    assert META_KEY in nb.metadata and "requires" in nb.metadata[META_KEY]
-    assert set(req) <= {"gpu", "min_sm", "features"}, req
-    assert set(req.get("features", [])) <= set(FEATURES), req
+def test_needs_are_read_from_the_code_and_no_metadata_copies_them(nb):
+    """A notebook's gates live in its lines (tools/gates.py); its metadata holds only the SM floor its title states."""
+    needs = read_needs(nb)   # raises on a gate it cannot read
+    assert needs.gpu, "the setup cell calls H.require_gpu()"
+    assert set(nb.metadata.get(META_KEY, {})) <= {"execution", "min_sm"}, nb.metadata[META_KEY].keys()
+    floor = nb.metadata.get(META_KEY, {}).get("min_sm")
+    assert floor is None or (isinstance(floor, int) and f"sm{floor}" in nb.cells[0].source), (
+        f"min_sm {floor}: the title cell's Hardware needs states the floor")
+    copies = [c.id for c in nb.cells if META_KEY in c.get("metadata", {})]
+    assert not copies, f"cells with {META_KEY} metadata (a gate goes in the code): {copies}"
 
 
 def test_title_cell_has_badge_to_own_path(nb):

@@ -1,8 +1,8 @@
 """What runs where: for each notebook and each GPU users have, what runs and what is skipped, and why.
 
-Generated from the notebooks' declared needs (``cudnn_course.requires`` for the notebook,
-``cudnn_course.needs`` for a gated cell), the feature gates' rules (``helpers.features.gate_for``) and the GPU
-profiles (``helpers.device.PROFILES``), so the README's table cannot drift from what the code does.
+Generated from the needs the notebooks' own lines declare (``tools/gates.py``: the gates a notebook requires,
+the gates of its cells), the feature gates' rules (``helpers.features.gate_for``) and the GPU profiles
+(``helpers.device.PROFILES``), so the README's table cannot drift from what the code does.
 
     python -m tools.gpu_matrix            # print the table
     python -m tools.gpu_matrix --write    # rewrite it in README.md, between the markers
@@ -16,7 +16,8 @@ from pathlib import Path
 from helpers.device import PROFILES
 from helpers.features import FEATURES, gate_for, requirements_met_on
 
-from .notebooks import NB_DIR, ROOT, notebook_paths, requires, stamp
+from .gates import read_needs
+from .notebooks import NB_DIR, ROOT, notebook_paths, stamp
 
 # The cuDNN backend the table assumes: Colab's pip cuDNN and the one the stored outputs were made with.
 BACKEND = 91900
@@ -29,23 +30,13 @@ SECTION = {"sdpa": "fused attention", "sdpa_serving": "serving attention", "sdpa
            "kernel_cache": "kernel cache", "kernel_cache_serialize": "saved kernel cache", "bf16": "bf16"}
 
 
-def gated_features(nb) -> list[str]:
-    """Features that gate some cells of the notebook, in order of first appearance."""
-    seen = []
-    for cell in nb["cells"]:
-        for feature in cell.get("metadata", {}).get("cudnn_course", {}).get("needs", []):
-            if feature not in seen:
-                seen.append(feature)
-    return seen
-
-
 def verdict(nb, profile_key: str) -> tuple[str, list[str]]:
     """("runs" | "runs, skips …" | "skipped: …", the features skipped) for one notebook on one profile."""
-    p = PROFILES[profile_key]
-    ok, why = requirements_met_on(requires(nb), p.name, p.sm, BACKEND)
+    p, needs = PROFILES[profile_key], read_needs(nb)
+    ok, why = requirements_met_on(needs.requires, p.name, p.sm, BACKEND)
     if not ok:
         return f"skipped: {why.replace(p.name, p.name.split()[-1])}", ["notebook"]
-    skipped = [f for f in gated_features(nb) if not gate_for(f, p.name, p.sm, BACKEND).ok]
+    skipped = [f for f in needs.gated if not gate_for(f, p.name, p.sm, BACKEND).ok]
     if not skipped:
         return "runs", []
     return "runs; skips " + ", ".join(f"{SECTION[f]} ({_short_need(f)})" for f in skipped), skipped
@@ -87,7 +78,7 @@ def table(nb_dir: Path = NB_DIR) -> str:
     for path in notebook_paths(nb_dir):
         nb = nbformat.read(path, as_version=4)
         cells = [verdict(nb, key)[0] for key in COLUMNS]
-        later = [f for f in gated_features(nb) if _needs_newer_cudnn(f)]
+        later = [f for f in read_needs(nb).gated if _needs_newer_cudnn(f)]
         full = next((key for key in COLAB_ORDER if not set(verdict(nb, key)[1]) - set(later)), None)
         tier = f"{full.upper()} ({PROFILES[full].colab})" if full else "none"
         if later:

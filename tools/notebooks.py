@@ -1,5 +1,6 @@
-"""The course's notebooks as files: where they are, their metadata (hardware needs, gated cells), the code
-hash, the hash of the outputs nbval compares, and the execution stamp. The checks on stored outputs live in ``tools/hygiene.py``, the headline numbers
+"""The course's notebooks as files: where they are, their hardware needs (read by ``tools/gates.py``), the code
+hash, the hash of the outputs nbval compares, and the execution stamp. The checks on stored outputs live in
+``tools/hygiene.py``, the headline numbers
 in ``tools/results_csv.py``, the repository the badges point at in ``tools/fork.py``.
 
     python -m tools.notebooks set-repo OWNER/NAME   # point badges, setup cells and pyproject at a fork
@@ -60,32 +61,11 @@ def code_hash(nb) -> str:
 
 
 def requires(nb) -> dict:
-    """What the notebook needs: ``{"gpu": bool, "min_sm": int, "features": [...]}``."""
-    return dict(nb.get("metadata", {}).get(META_KEY, {}).get("requires", {"gpu": True}))
+    """What the notebook needs: ``{"gpu": bool, "min_sm": int, "features": [...]}``, read from its code
+    (``tools/gates.py``)."""
+    from .gates import read_needs
 
-
-def cell_needs(cell) -> list:
-    """The features a code cell needs (``cudnn_course.needs``): where one is missing, the test harness runs the
-    cell without comparing its outputs and reports it skipped (see conftest.py)."""
-    return list(cell.get("metadata", {}).get(META_KEY, {}).get("needs", []))
-
-
-GATE_DEFINITION = re.compile(r"^(\w+)\s*=\s*H\.gate\(\s*[\"'](\w+)[\"']\s*\)", re.M)
-
-
-def gate_uses(nb) -> list[tuple[int, dict, set]]:
-    """``(index, cell, features)`` for every code cell whose code (comments aside) names a variable bound by
-    ``NAME = H.gate("feature")`` in this notebook, the defining cell included."""
-    gates, found = {}, []
-    for index, cell in enumerate(nb["cells"]):
-        if cell["cell_type"] != "code":
-            continue
-        code = _without_comments(cell_source(cell))
-        gates.update({m[1]: m[2] for m in GATE_DEFINITION.finditer(code)})
-        used = {feature for name, feature in gates.items() if re.search(rf"\b{name}\b", code)}
-        if used:
-            found.append((index, cell, used))
-    return found
+    return read_needs(nb).requires
 
 
 def _without_comments(src: str) -> str:
