@@ -18,18 +18,20 @@ from .exercises import exercise, grade_solution, solution
 from .errors import (CourseError, CudnnLoadError, CudnnNotFoundError, CudnnVersionError, FeatureUnavailable, NoGPUError,
                      compact_warnings, first_line)
 from .features import Gate, feature_table, gate, notebook_requirements_met
-from .gpu_time import NotCapturable, gpu_ms_or_reason, gpu_time, timing_table
-from .graphs import DEFAULT_HEURISTICS, GraphIO, build, heuristic_modes, describe_tensors, get_handle, workspace_for
+from .graphs import DEFAULT_HEURISTICS, GraphIO, build, heuristic_modes, describe_tensors, workspace_for
+from .handles import get_handle
 from .libcudnn import load_cudnn, loaded_library
 from .parameters import ParameterError, check_parameters
 from .paths import artifacts_dir, tidy_paths
 from .plotting import bar_compare, color_for, line_compare, plot_sweep, use_style
-from .profiling import kernel_times, kernels_launched, short_kernel_name
 from .quantize import to_fp8
 from .results import record, summary
-from .sweep import grid, peak_extra_mib, perf_sweep
-from .timing import (StepTimer, Timing, alternating_rounds, benchmark, flush_l2_cache, gbps, host_timing, host_us,
-                     measured_bandwidth_gbps, measured_peak_tflops, peak_tflops, percent_of_peak, tflops)
+from .timing.gpu import NotCapturable, gpu_ms_or_reason, gpu_time, timing_table
+from .timing.host import StepTimer, host_timing, host_us
+from .timing.kernels import kernel_times, kernels_launched, short_kernel_name
+from .timing.per_call import Timing, alternating_rounds, benchmark, flush_l2_cache
+from .timing.rates import gbps, measured_bandwidth_gbps, measured_peak_tflops, peak_tflops, percent_of_peak, tflops
+from .timing.sweep import grid, peak_extra_mib, perf_sweep
 from .workers import WorkerError, WorkerRun, run_worker
 
 __all__ = [name for name in dir() if not name.startswith("_")]

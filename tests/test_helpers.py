@@ -543,9 +543,7 @@ def test_gpu_time_of_a_cudnn_closure_holding_the_course_handle():
 
 
 def test_timing_table_builds_every_column_from_the_one_timer_of_each(monkeypatch):
-    import importlib
-
-    gpu_time = importlib.import_module("helpers.gpu_time")   # the module (H.gpu_time is its function)
+    from helpers.timing import gpu
 
     def fake_benchmark(fn, **kwargs):
         ms = fn()
@@ -557,9 +555,9 @@ def test_timing_table_builds_every_column_from_the_one_timer_of_each(monkeypatch
         gpu_calls.append((label, kwargs))
         return (float("nan"), "cannot capture") if label == "b" else (fn() / 2, "")
 
-    monkeypatch.setattr(gpu_time, "benchmark", fake_benchmark)
-    monkeypatch.setattr(gpu_time, "host_us", lambda fn: 7.0)
-    monkeypatch.setattr(gpu_time, "gpu_ms_or_reason", fake_gpu)
+    monkeypatch.setattr(gpu, "benchmark", fake_benchmark)
+    monkeypatch.setattr(gpu, "host_us", lambda fn: 7.0)
+    monkeypatch.setattr(gpu, "gpu_ms_or_reason", fake_gpu)
     paths = {"a": lambda: 0.4, "b": lambda: 0.1, "c": lambda: 0.2}
     table = H.timing_table(paths, baseline="a", gpu=["a", "b"], host=True, per=("layer", 4), iters=9,
                            flush_l2=False, gpu_iters=11)

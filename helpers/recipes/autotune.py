@@ -12,9 +12,10 @@ from pathlib import Path
 from typing import Callable
 
 from ..errors import first_line
-from ..graphs import get_handle, workspace_for
+from ..graphs import workspace_for
+from ..handles import get_handle
 from ..paths import artifacts_dir
-from ..timing import benchmark
+from ..timing.per_call import benchmark
 
 
 def probe_plans(graph) -> dict:
