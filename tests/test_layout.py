@@ -93,7 +93,7 @@ def _code_cells(path: Path):
 
 @pytest.mark.parametrize("path", notebook_paths(), ids=lambda p: p.name[:2])
 def test_no_program_is_held_in_a_string_or_assembled_from_source(path):
-    """Worker programs are modules (helpers/recipes/workers) run with `python -m`, never written from a string."""
+    """Worker programs are modules (helpers/workers) run with `python -m`, never written from a string."""
     for src in _code_cells(path):
         assert "inspect.getsource" not in src, f"{path.name} assembles a program from function sources"
         tree = ast.parse("\n".join(l for l in src.splitlines() if not l.lstrip().startswith(("%", "!"))))
