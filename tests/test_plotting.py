@@ -12,7 +12,7 @@ import pytest  # noqa: E402
 from matplotlib.colors import to_hex  # noqa: E402
 
 from helpers import plotting as P  # noqa: E402
-from helpers import training  # noqa: E402
+from helpers.lessons import transformer  # noqa: E402
 from tests.figure_style import data_lines, style_problems  # noqa: E402
 
 
@@ -157,10 +157,10 @@ def test_plot_losses_with_a_reference_draws_the_differences_and_passes_the_check
     styles = {"F.sdpa": dict(color=P.color_for("torch eager"), lw=4, alpha=0.5),
               "cuDNN op": dict(color=P.color_for("cudnn"), marker="o"),
               "compiled": dict(color=P.color_for("torch.compile"), ls="--", marker="x")}
-    ax = training.plot_losses(losses, styles=styles, title="t", reference="F.sdpa")
+    ax = transformer.plot_losses(losses, styles=styles, title="t", reference="F.sdpa")
     ax_diff = ax.figure.axes[1]
     assert [line.get_label() for line in data_lines(ax_diff)] == ["cuDNN op", "compiled"]
     assert data_lines(ax_diff)[0].get_ydata()[0] == pytest.approx(0.0001 / 0.08)
     assert style_problems(ax.figure) == []
     with pytest.raises(KeyError, match="reference"):
-        training.plot_losses(losses, title="t", reference="eager")
+        transformer.plot_losses(losses, title="t", reference="eager")

@@ -1,11 +1,11 @@
-"""Notebook 05's benchmark plumbing (helpers/attention_bench.py) and H.alternating_rounds: the pure parts, on CPU."""
+"""Notebook 05's benchmark plumbing (helpers/lessons/attention.py) and H.alternating_rounds: the pure parts, on CPU."""
 import math
 
 import pandas as pd
 import pytest
 
 import helpers as H
-from helpers import attention_bench as bench
+from helpers.lessons import attention as bench
 
 GRAPH, TORCH = "cuDNN frontend graph", "torch CUDNN_ATTENTION"
 
