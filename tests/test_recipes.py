@@ -191,7 +191,10 @@ def test_plan_notes_names_a_candidates_behaviour_notes_or_says_it_cannot():
 def test_results_dir_and_artifacts_dir_are_different_folders(monkeypatch):
     monkeypatch.delenv("COURSE_ARTIFACTS_DIR", raising=False)
     monkeypatch.delenv("COURSE_RESULTS_DIR", raising=False)
-    assert H.artifacts_dir() == ROOT / "artifacts" != H.results.results_dir()
+    from helpers.paths import artifacts_dir
+    from helpers.results import results_dir
+
+    assert artifacts_dir() == ROOT / "artifacts" != results_dir()
 
 
 # ------------------------------------------------------------------ small helpers
@@ -214,7 +217,9 @@ def test_datasheet_keys_are_dtype_names():
 
 # ------------------------------------------------------------------ perf_sweep and plot_sweep (CPU parts)
 def test_grid_is_the_product_of_the_axes():
-    assert H.grid(S=[1, 2], d=[64]) == [{"S": 1, "d": 64}, {"S": 2, "d": 64}]
+    from helpers.timing.sweep import grid
+
+    assert grid(S=[1, 2], d=[64]) == [{"S": 1, "d": 64}, {"S": 2, "d": 64}]
 
 
 def test_sweep_rows_for_paths_that_cannot_run_need_no_gpu():
@@ -249,12 +254,14 @@ def test_plot_sweep_draws_one_series_per_path_in_role_colours(kind):
     matplotlib.use("Agg")
     from matplotlib.colors import to_hex
 
+    from helpers.plotting import COLORS
+
     ax = H.plot_sweep(_table(), x="S", kind=kind, peak=3000, colors={"torch MATH": "#123456"})
     labels = [t.get_text() for t in ax.get_legend().get_texts()]
     assert labels == ["cuDNN frontend graph", "torch eager", "torch MATH"]
     if kind == "line":
         colours = {l.get_label(): to_hex(l.get_color()) for l in ax.get_lines() if not l.get_label().startswith("_")}
-        assert colours["cuDNN frontend graph"] == H.plotting.COLORS["cudnn"] and colours["torch MATH"] == "#123456"
+        assert colours["cuDNN frontend graph"] == COLORS["cudnn"] and colours["torch MATH"] == "#123456"
         math_line = [l for l in ax.get_lines() if l.get_label() == "torch MATH"][0]
         assert list(math_line.get_xdata()) == [512, 1024, 2048] and np.isnan(math_line.get_ydata()[2])  # skipped: a gap
     else:
@@ -376,11 +383,12 @@ class _Plans:
 def test_plan_worker_builds_the_first_candidate_that_builds_or_the_saved_plan_by_name():
     """Without a saved name: H.build(pick="first") with the default heuristics, the first candidate that builds
     (what build_plans' heuristics choice selects), not simply index 0. With one: that plan, among the saved modes."""
+    from helpers.graphs import DEFAULT_HEURISTICS
     from helpers.workers import plan_worker
 
     graph = _Plans()
     assert plan_worker.build(graph, {"kind": "conv"}) == 1
-    assert graph.modes == H.heuristic_modes(H.DEFAULT_HEURISTICS) and graph.calls[-1] == "build 1"
+    assert graph.modes == H.heuristic_modes(DEFAULT_HEURISTICS) and graph.calls[-1] == "build 1"
     graph = _Plans()
     assert plan_worker.build(graph, {"plan_name": "eng3", "heuristic_modes": ["B"]}) == 2
     assert graph.modes == [cudnn.heur_mode.B] and graph.calls[-1] == "build 2"
