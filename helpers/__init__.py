@@ -1,35 +1,71 @@
-"""What the course notebooks call: plumbing only.
+"""What the course notebooks call, by role: ``import helpers as H``, then ``H.<name>``.
 
-The cuDNN graphs are written in the notebooks. This package loads the library (libcudnn),
-knows the device, its clocks and its feature gates (device, features), times (timing, sweep), checks
-(checking, with the course's one tolerance table), binds tensors to graphs and builds them
-(graphs), quantises to FP8 (quantize), reads what ran on the GPU (profiling), starts workers in a
-fresh process (workers), calls the CUDA runtime through cuda-python (cuda_runtime), plots (plotting) and
-records headline numbers (results); ``helpers.training`` holds the transformer block notebook 08 trains. Importing it
-changes nothing in the process (``compact_warnings()`` is the setup cell's explicit call). ``helpers.recipes`` holds graphs and
-procedures a notebook teaches and later notebooks reuse; maintainer tooling (the executor,
-notebook metadata) lives in ``tools/`` and is never imported here.
+The cuDNN graphs are written in the notebooks; this is plumbing only. Every name below is used by a notebook
+or a reference solution (``tests/test_surface.py`` keeps it so); everything else stays importable from its
+module. Beside this surface a notebook imports only ``helpers.recipes`` (graphs a notebook teaches and later
+ones reuse), ``helpers.lessons`` (plumbing one notebook needs) and the programs of ``helpers.workers``.
+Importing it changes nothing in the process (``compact_warnings()`` is the setup cell's explicit call);
+maintainer tooling lives in ``tools/`` and is never imported here.
 """
-from .checking import TOLERANCE, TOLERANCE_FOR, CheckResult, check, check_table, poison_, rel_error, tolerance
-from .cuda_runtime import cuda_call
-from .device import (DeviceInfo, backend_version, device_info, dtype_name, gpu_clocks, has_gpu, require_gpu,
-                     sample_clocks, versions, working_dtype)
-from .exercises import exercise, grade_solution, solution
-from .errors import (CourseError, CudnnLoadError, CudnnNotFoundError, CudnnVersionError, FeatureUnavailable, NoGPUError,
-                     compact_warnings, first_line)
-from .features import Gate, feature_table, gate, notebook_requirements_met
-from .gpu_time import NotCapturable, gpu_ms_or_reason, gpu_time, timing_table
-from .graphs import DEFAULT_HEURISTICS, GraphIO, build, heuristic_modes, describe_tensors, get_handle, workspace_for
-from .libcudnn import load_cudnn, loaded_library
-from .parameters import ParameterError, check_parameters
-from .paths import artifacts_dir, tidy_paths
-from .plotting import bar_compare, color_for, line_compare, plot_sweep, use_style
-from .profiling import kernel_times, kernels_launched, short_kernel_name
-from .quantize import to_fp8
-from .results import record, summary
-from .sweep import grid, peak_extra_mib, perf_sweep
-from .timing import (StepTimer, Timing, alternating_rounds, benchmark, flush_l2_cache, gbps, host_timing, host_us,
-                     measured_bandwidth_gbps, measured_peak_tflops, peak_tflops, percent_of_peak, tflops)
-from .workers import WorkerError, WorkerRun, run_worker
+from types import ModuleType as _Module
 
-__all__ = [name for name in dir() if not name.startswith("_")]
+# the setup cell: the GPU (or one line saying there is none), libcudnn loaded on purpose, the working dtype
+from .device import require_gpu, working_dtype
+from .errors import compact_warnings
+from .libcudnn import load_cudnn
+
+# the environment report (01): which libcudnn could load and which did, versions, machine paths tidied
+from .device import backend_version, versions
+from .libcudnn import libcudnn_candidates, loaded_library
+from .paths import tidy_paths
+
+# the GPU and what it can do: its facts and dtype names, SM clock and throttle reasons, feature gates
+from .device import device_info, dtype_name, gpu_clocks, sample_clocks
+from .features import feature_table, gate, notebook_requirements_met
+
+# each notebook's parameter rules, checked right after its parameters cell
+from .parameters import check_parameters
+
+# graphs: the handle on torch's stream, named tensors with explicit UIDs, the build, the workspace
+from .graphs import GraphIO, build, describe_tensors, heuristic_modes, workspace_for
+from .handles import get_handle
+
+# checking against PyTorch: poison the output first, one tolerance table, bounds by norm and element-wise
+from .checking import check, check_table, poison_, rel_error, tolerance
+
+# FP8: per-tensor scaling
+from .quantize import to_fp8
+
+# timing (helpers/timing/): per call with CUDA events, in rounds that take turns
+from .timing.per_call import alternating_rounds, benchmark
+# ... the GPU alone (calls replayed from a CUDA graph), or the reason there is none; the clocks side by side
+from .timing.gpu import gpu_ms_or_reason, gpu_time, timing_table
+# ... the host's side of a call, and the wall time of named steps
+from .timing.host import StepTimer, host_timing, host_us
+# ... every path at every point of a grid, one tidy table
+from .timing.sweep import perf_sweep
+# ... which kernels a call launches, and the GPU time of each
+from .timing.kernels import kernel_times, kernels_launched, short_kernel_name
+# ... rates, and the ceilings (measured, datasheet) to quote them against
+from .timing.rates import gbps, measured_bandwidth_gbps, measured_peak_tflops, peak_tflops, percent_of_peak, tflops
+
+# the CUDA runtime through cuda-python, one error check (08's native CUDA graphs)
+from .cuda_runtime import cuda_call
+
+# a worker program in a fresh process
+from .workers import WorkerError, run_worker
+
+# plots in one style: colour by role, legends outside the data, hatches explained, log axes in plain numbers
+from .plotting import (HATCH, bar_compare, color_for, hatch_handle, legend_outside, line_compare, plain_log_ticks,
+                       plot_sweep, shared_legend, use_style)
+
+# headline numbers, recorded to results/<gpu>.csv
+from .results import record
+
+# exercises: grade a learner's answer in one line; prove the reference solution passes
+from .exercises import exercise, grade_solution
+
+# an exception as one line
+from .errors import first_line
+
+__all__ = sorted(name for name, value in globals().items() if not name.startswith("_") and not isinstance(value, _Module))

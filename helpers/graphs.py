@@ -1,5 +1,5 @@
-"""Plumbing around a cuDNN graph: handles bound to torch's stream, named tensors
-with explicit UIDs, a timed five-step build, and the workspace."""
+"""Plumbing around a cuDNN graph: named tensors with explicit UIDs, a timed five-step build, and the
+workspace. The handle a graph runs on is ``helpers/handles.py``'s."""
 from __future__ import annotations
 
 from collections import OrderedDict
@@ -7,34 +7,8 @@ from typing import Iterable
 
 import torch
 
-from .device import require_gpu
 from .libcudnn import load_cudnn
-from .timing import StepTimer
-
-# ---------------------------------------------------------------- handles
-_handles: dict = {}
-
-
-def get_handle(device: int | None = None):
-    """One ``cudnn.Handle`` per device, bound to torch's *current* stream.
-
-    The course's one convention: ask for the handle on the stream you are about to
-    run on — ``graph.execute(pack, workspace, handle=H.get_handle())`` for a single
-    call; once, right before the loop, for a timed loop or a ``torch.cuda.graph``
-    capture (the stream does not change inside it). Binding is what keeps cuDNN
-    work on the stream torch runs or captures; a handle bound earlier to another
-    stream gives an empty CUDA graph.
-    """
-    require_gpu()
-    cudnn = load_cudnn()
-    index = torch.cuda.current_device() if device is None else int(device)
-    handle = _handles.get(index)
-    if handle is None:
-        with torch.cuda.device(index):
-            handle = _handles[index] = cudnn.create_handle()
-    cudnn.set_stream(handle, torch.cuda.current_stream(index).cuda_stream)
-    return handle
-
+from .timing.host import StepTimer
 
 # ---------------------------------------------------------------- the build
 DEFAULT_HEURISTICS = ("A", "FALLBACK")   # the heuristic modes every build asks unless told otherwise

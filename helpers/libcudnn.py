@@ -74,7 +74,7 @@ def _package_dirs(package: str) -> list[Path]:
     return [Path(p) for p in spec.submodule_search_locations]
 
 
-def candidates() -> list[Candidate]:
+def libcudnn_candidates() -> list[Candidate]:
     """Every libcudnn this process could load, most preferred first."""
     found: list[Candidate] = []
 
@@ -210,7 +210,7 @@ def _check_backend(cudnn) -> None:
     try:
         version = int(cudnn.backend_version())
     except Exception as exc:
-        searched = ", ".join(sorted({c.source for c in candidates()}))
+        searched = ", ".join(sorted({c.source for c in libcudnn_candidates()}))
         where = (f"one was found ({searched}), yet the frontend could not use it" if searched else
                  "searched LD_LIBRARY_PATH, the nvidia-cudnn wheels, torch/lib, $CUDNN_PATH, $CUDA_HOME "
                  "and the system folders")
@@ -254,7 +254,7 @@ def load_cudnn(verbose: bool = False, *, need_gpu: bool = True):
     if cudnn is None or cudnn is not _verified:
         if cudnn is None:
             _torch_loads_cudnn()
-            found = candidates()
+            found = libcudnn_candidates()
             if found:
                 chosen = found[0]
                 try:

@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 
 import helpers
+from helpers.device import has_gpu
 
-requires_gpu = pytest.mark.skipif(not helpers.has_gpu(), reason="needs an NVIDIA GPU (none visible to torch)")
+requires_gpu = pytest.mark.skipif(not has_gpu(), reason="needs an NVIDIA GPU (none visible to torch)")
 
 
 def graded(key, answer):

@@ -152,7 +152,7 @@ def _notebook(path: Path):
     skeleton = nbformat.v4.new_code_cell("def double(v):\n    ...\nH.exercise('99.double', double)")
     skeleton.outputs = [nbformat.v4.new_output("stream", name="stdout", text="… 99.double: not done yet\n")]
     skeleton.execution_count = 3
-    graded = nbformat.v4.new_code_cell("H.exercise('99.double', H.solution('99.double'))")
+    graded = nbformat.v4.new_code_cell("H.grade_solution('99.double')")
     graded.metadata["tags"] = ["solution", "nbval-ignore-output"]
     nb.cells = [nbformat.v4.new_markdown_cell("**Exercise.** Double it."), skeleton, graded]
     nbformat.write(nb, path)

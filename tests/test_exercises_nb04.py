@@ -261,7 +261,7 @@ def test_alpha_must_be_passed_by_value_at_every_execute(relu_t):
 def test_without_fp8_hardware_the_fp8_exercise_is_skipped_not_failed():
     if H.gate("fp8").ok:
         pytest.skip("this machine runs FP8")
-    verdict = X.exercise("04.fp8_matmul_amax", H.solution("04.fp8_matmul_amax"), quiet=True)
+    verdict = X.exercise("04.fp8_matmul_amax", X.solution("04.fp8_matmul_amax"), quiet=True)
     assert verdict.status == "skipped" and verdict.message.startswith("skipped on this machine — ")
 
 
@@ -310,7 +310,7 @@ def one_amax_in_total(a, b, bias):
 
 def amax_of_the_pre_activation(a, b, bias):
     """The right y; the AMAX of a @ b + bias instead of y's (computed by torch: the grade names it first)."""
-    y, _ = H.solution("04.silu_amax")(a, b, bias)
+    y, _ = X.solution("04.silu_amax")(a, b, bias)
     pre = torch.baddbmm(bias.float(), a.float(), b.float())
     return y, pre.abs().amax(dim=(1, 2), keepdim=True)
 
@@ -368,7 +368,7 @@ def fp8_without_descales(a8, b8, descale_a, descale_b):
 
 def amax_from_a_second_graph(a, b, bias):
     """Right numbers from two cuDNN graphs: y from the first, the AMAX from the second (which writes its own y)."""
-    solution = H.solution("04.silu_amax")
+    solution = X.solution("04.silu_amax")
     y, _ = solution(a, b, bias)
     _, amax = solution(a, b, bias)
     return y, amax
@@ -395,7 +395,7 @@ def alpha_on_the_device_refreshed_with_fill(a, b, bias, y):
 
 
 def fp8_amax_from_a_second_graph(a8, b8, descale_a, descale_b):
-    solution = H.solution("04.fp8_matmul_amax")
+    solution = X.solution("04.fp8_matmul_amax")
     y, _ = solution(a8, b8, descale_a, descale_b)
     _, amax = solution(a8, b8, descale_a, descale_b)
     return y, amax
@@ -421,12 +421,12 @@ def gemm_by_cublas_epilogue_in_a_graph(a, b, bias):
 
 
 def cudnn_result_thrown_away(a, b, bias):
-    H.solution("04.silu_amax")(a, b, bias)           # the graph runs, its y and amax are dropped
+    X.solution("04.silu_amax")(a, b, bias)           # the graph runs, its y and amax are dropped
     return silu_by_torch(a, b, bias)
 
 
 def cudnn_result_copied_out(a, b, bias):
-    y, amax = H.solution("04.silu_amax")(a, b, bias)
+    y, amax = X.solution("04.silu_amax")(a, b, bias)
     return y.clone(), amax.clone()
 
 
@@ -438,7 +438,7 @@ def scaled_relu_by_torch(a, b, bias, y):
 
 def scaled_relu_into_scratch_then_copied(a, b, bias, y):
     scratch = torch.empty_like(y)
-    run_into_scratch = H.solution("04.scaled_relu")(a, b, bias, scratch)
+    run_into_scratch = X.solution("04.scaled_relu")(a, b, bias, scratch)
 
     def run(alpha):
         run_into_scratch(alpha)
@@ -447,7 +447,7 @@ def scaled_relu_into_scratch_then_copied(a, b, bias, y):
 
 
 def scaled_relu_graph_then_torch(a, b, bias, y):
-    run_graph = H.solution("04.scaled_relu")(a, b, bias, torch.empty_like(y))
+    run_graph = X.solution("04.scaled_relu")(a, b, bias, torch.empty_like(y))
 
     def run(alpha):
         run_graph(alpha)                                 # the cuDNN result is thrown away
@@ -467,7 +467,7 @@ def fp8_dequantized_by_torch(a8, b8, descale_a, descale_b):
 
 
 def fp8_result_copied_out(a8, b8, descale_a, descale_b):
-    y, amax = H.solution("04.fp8_matmul_amax")(a8, b8, descale_a, descale_b)
+    y, amax = X.solution("04.fp8_matmul_amax")(a8, b8, descale_a, descale_b)
     return y.clone(), amax
 
 

@@ -371,7 +371,7 @@ def _torch_layers(mlp, w1, b1, w2, b2):
 def capture_copies_of_eager_results(mlp):
     """Wrong: the cuDNN graphs run eagerly; the capture holds only copies of their results into h and y, which
     cannot follow a new input."""
-    solution = H.solution("08.capture_two")
+    solution = X.solution("08.capture_two")
     scratch_h, scratch_y = torch.empty_like(mlp.h), torch.empty_like(mlp.y)
     solution(mlp)                                   # warms up and binds the handle; the result is not used
     mlp.up.execute(mlp.up_pack, mlp.workspace, handle=mlp.handle)

@@ -17,13 +17,13 @@ import pytest
 import torch
 
 import helpers as H
-from helpers import exercises as X
+from helpers import device, errors, exercises as X
 from tools.gates import read_needs
 from tools.notebooks import ROOT, notebook_paths
 
 NOTEBOOKS = notebook_paths()
 IGNORE = "nbval-ignore-output"
-GPU = H.has_gpu()
+GPU = device.has_gpu()
 
 
 def _pytest(*args, timeout=600):
@@ -121,7 +121,7 @@ def test_a_checker_needing_a_missing_feature_says_skipped_never_failed(monkeypat
     verdict = X.exercise("08.swap_weights", X.solution("08.swap_weights"), quiet=True)
     assert verdict.status == "skipped" and verdict.message.startswith(
         "skipped on this machine — native_cuda_graph: "), verdict
-    for raised in (H.FeatureUnavailable("native API: cuda-python is missing"), H.NoGPUError("No NVIDIA GPU found")):
+    for raised in (errors.FeatureUnavailable("native API: cuda-python is missing"), errors.NoGPUError("No NVIDIA GPU found")):
         def answer(*args, _exc=raised):
             raise _exc
         X._CHECKERS["99.raises"], X._NEEDS["99.raises"] = (lambda a: a()), ()

@@ -8,6 +8,9 @@ import torch
 
 import helpers as H
 from helpers import device, features, libcudnn, results
+from helpers.errors import CourseError, CudnnNotFoundError, FeatureUnavailable, NoGPUError
+from helpers.timing.gpu import NotCapturable
+from helpers.timing.per_call import Timing
 from tools import notebooks
 from tests.support import requires_gpu
 
@@ -110,12 +113,12 @@ def test_benchmark_rejects_bad_arguments_before_needing_a_gpu():
         H.benchmark(lambda: None, iters=0)
 
 
-@pytest.mark.skipif(H.has_gpu(), reason="checks the no-GPU message")
+@pytest.mark.skipif(device.has_gpu(), reason="checks the no-GPU message")
 def test_no_gpu_gives_one_clear_line():
-    with pytest.raises(H.NoGPUError, match="No NVIDIA GPU found") as exc:
+    with pytest.raises(NoGPUError, match="No NVIDIA GPU found") as exc:
         H.require_gpu()
     assert "\n" not in str(exc.value)
-    with pytest.raises(H.NoGPUError):
+    with pytest.raises(NoGPUError):
         H.benchmark(lambda: None)
     assert not H.gate("sdpa").ok and "no NVIDIA GPU" in H.gate("sdpa").reason
 
@@ -127,13 +130,13 @@ def test_gate_rejects_unknown_feature():
 
 def test_gate_require_raises_feature_unavailable():
     g = features.Gate("fp8", False, "needs sm89+")
-    with pytest.raises(H.FeatureUnavailable, match="fp8: needs sm89"):
+    with pytest.raises(FeatureUnavailable, match="fp8: needs sm89"):
         g.require()
     features.Gate("fp8", True, "ok").require()
 
 
 def test_notebook_requirements_without_gpu():
-    if H.has_gpu():
+    if device.has_gpu():
         pytest.skip("CPU-only behaviour")
     ok, reason = features.notebook_requirements_met({"gpu": True})
     assert not ok and "no NVIDIA GPU" in reason
@@ -250,9 +253,9 @@ def test_sample_clocks_without_nvml_gives_nan_no_samples_and_the_reason(monkeypa
 
 # ------------------------------------------------------------------ libcudnn
 def test_missing_libcudnn_gives_actionable_error(monkeypatch):
-    if H.has_gpu():
+    if device.has_gpu():
         pytest.skip("a GPU machine has a libcudnn")
-    with pytest.raises(H.CudnnNotFoundError, match="pip install nvidia-cudnn-cu12"):
+    with pytest.raises(CudnnNotFoundError, match="pip install nvidia-cudnn-cu12"):
         H.load_cudnn()
 
 
@@ -260,7 +263,7 @@ def test_candidates_finds_a_library_on_ld_library_path(tmp_path, monkeypatch):
     fake = tmp_path / "libcudnn.so.9"
     fake.write_bytes(b"\x7fELF")
     monkeypatch.setenv("LD_LIBRARY_PATH", str(tmp_path))
-    found = libcudnn.candidates()
+    found = libcudnn.libcudnn_candidates()
     assert any(c.path == str(fake) and c.source == "LD_LIBRARY_PATH" for c in found)
 
 
@@ -410,7 +413,7 @@ def test_make_keeps_a_system_cuda_torch(tmp_path):
 
 
 def test_execute_without_gpu_prints_one_line_and_fails(capsys):
-    if H.has_gpu():
+    if device.has_gpu():
         pytest.skip("CPU-only behaviour")
     from tools.execute import main
 
@@ -537,19 +540,17 @@ def test_gpu_time_of_a_cudnn_closure_holding_the_course_handle():
     assert 0 < t.median_ms < 1.0
     assert cudnn.get_stream(handle) == torch.cuda.current_stream().cuda_stream  # rebound afterwards
     own = cudnn.create_handle()  # bound to the default stream, never to the capture stream
-    with pytest.raises(H.NotCapturable):
+    with pytest.raises(NotCapturable):
         H.gpu_time(lambda: graph.execute(pack, ws, handle=own), iters=2)
     cudnn.destroy_handle(own)
 
 
 def test_timing_table_builds_every_column_from_the_one_timer_of_each(monkeypatch):
-    import importlib
-
-    gpu_time = importlib.import_module("helpers.gpu_time")   # the module (H.gpu_time is its function)
+    from helpers.timing import gpu
 
     def fake_benchmark(fn, **kwargs):
         ms = fn()
-        return H.Timing(ms, 0.9 * ms, 1.2 * ms, 5)
+        return Timing(ms, 0.9 * ms, 1.2 * ms, 5)
 
     gpu_calls = []
 
@@ -557,9 +558,9 @@ def test_timing_table_builds_every_column_from_the_one_timer_of_each(monkeypatch
         gpu_calls.append((label, kwargs))
         return (float("nan"), "cannot capture") if label == "b" else (fn() / 2, "")
 
-    monkeypatch.setattr(gpu_time, "benchmark", fake_benchmark)
-    monkeypatch.setattr(gpu_time, "host_us", lambda fn: 7.0)
-    monkeypatch.setattr(gpu_time, "gpu_ms_or_reason", fake_gpu)
+    monkeypatch.setattr(gpu, "benchmark", fake_benchmark)
+    monkeypatch.setattr(gpu, "host_us", lambda fn: 7.0)
+    monkeypatch.setattr(gpu, "gpu_ms_or_reason", fake_gpu)
     paths = {"a": lambda: 0.4, "b": lambda: 0.1, "c": lambda: 0.2}
     table = H.timing_table(paths, baseline="a", gpu=["a", "b"], host=True, per=("layer", 4), iters=9,
                            flush_l2=False, gpu_iters=11)
@@ -582,7 +583,7 @@ def test_cuda_call_returns_the_values_and_names_the_error(monkeypatch):
     monkeypatch.setattr(cuda_runtime, "cudart", lambda: SimpleNamespace(cudaError_t=codes))
     assert H.cuda_call((0, "graph")) == "graph"
     assert H.cuda_call((0, 1, 2)) == (1, 2) and H.cuda_call((0,)) == ()
-    with pytest.raises(H.CourseError, match="^CUDA runtime call failed: 1$"):
+    with pytest.raises(CourseError, match="^CUDA runtime call failed: 1$"):
         H.cuda_call((1,))
 
 

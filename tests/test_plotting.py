@@ -12,7 +12,8 @@ import pytest  # noqa: E402
 from matplotlib.colors import to_hex  # noqa: E402
 
 from helpers import plotting as P  # noqa: E402
-from helpers import training  # noqa: E402
+from helpers.lessons import transformer  # noqa: E402
+from tests.figure_style import data_lines, style_problems  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
@@ -72,7 +73,7 @@ def _bad_figure():
 
 
 def test_style_problems_finds_every_defect_of_a_bad_figure():
-    problems = P.style_problems(_bad_figure())
+    problems = style_problems(_bad_figure())
     text = "\n".join(problems)
     for expected in ("covers 'replay'", "covers 'a reference line'", "drawn alike", "no legend names",
                      "labelled in powers", "falls between its labelled ticks", "hatch means",
@@ -99,7 +100,7 @@ def _good_figure():
 
 
 def test_a_good_figure_has_no_problems():
-    assert P.style_problems(_good_figure()) == []
+    assert style_problems(_good_figure()) == []
 
 
 # ------------------------------------------------------------------ the helpers draw figures that pass the check
@@ -118,7 +119,7 @@ def test_a_point_that_did_not_run_breaks_its_line():
     flex = next(line for line in ax.get_lines() if line.get_label() == "FlexAttention (compiled)")
     assert list(flex.get_xdata()) == [512, 1024, 2048, 4096]
     assert np.isnan(flex.get_ydata()[[0, 2]]).all() and not np.isnan(flex.get_ydata()[[1, 3]]).any()
-    assert P.style_problems(ax.figure) == []
+    assert style_problems(ax.figure) == []
 
 
 def test_two_sweep_panels_with_one_shared_legend_pass_the_check():
@@ -127,7 +128,7 @@ def test_two_sweep_panels_with_one_shared_legend_pass_the_check():
     P.plot_sweep(_sweep_table(), x="S", y="peak MiB", ax=ax_mem, logx=True, logy=True, legend=False, title="memory")
     fig.tight_layout()
     P.shared_legend(fig)
-    assert P.style_problems(fig) == []
+    assert style_problems(fig) == []
     assert len(fig.legends) == 1 and all(ax.get_legend() is None for ax in fig.axes)
 
 
@@ -138,7 +139,7 @@ def test_line_compare_ticks_a_log_axis_at_the_data_and_passes_the_check():
                         colors={"cached": "cudnn", "no cache": "worst"})
     assert [t.get_text() for t in ax.get_xticklabels()] == ["1", "2", "4", "64"]
     assert {to_hex(line.get_color()) for line in ax.get_lines()} == {P.COLORS["cudnn"], P.COLORS["worst"]}
-    assert P.style_problems(ax.figure) == []
+    assert style_problems(ax.figure) == []
 
 
 def test_bar_compare_rotates_overlapping_labels_and_explains_its_hatch():
@@ -146,7 +147,7 @@ def test_bar_compare_rotates_overlapping_labels_and_explains_its_hatch():
     ax = P.bar_compare(labels, [26.7, 43.7, 180.9, 151.6], ylabel="µs on the host", title="t",
                        hatched=[1], hatch_label="hatched: re-populated")
     assert ax.patches[1].get_hatch() == "//" and not ax.patches[0].get_hatch()
-    assert P.style_problems(ax.figure) == []
+    assert style_problems(ax.figure) == []
     with pytest.raises(ValueError, match="hatch_label"):
         P.bar_compare(["a"], [1.0], ylabel="y", title="t", hatched=[0])
 
@@ -156,10 +157,10 @@ def test_plot_losses_with_a_reference_draws_the_differences_and_passes_the_check
     styles = {"F.sdpa": dict(color=P.color_for("torch eager"), lw=4, alpha=0.5),
               "cuDNN op": dict(color=P.color_for("cudnn"), marker="o"),
               "compiled": dict(color=P.color_for("torch.compile"), ls="--", marker="x")}
-    ax = training.plot_losses(losses, styles=styles, title="t", reference="F.sdpa")
+    ax = transformer.plot_losses(losses, styles=styles, title="t", reference="F.sdpa")
     ax_diff = ax.figure.axes[1]
-    assert [line.get_label() for line in P._data_lines(ax_diff)] == ["cuDNN op", "compiled"]
-    assert P._data_lines(ax_diff)[0].get_ydata()[0] == pytest.approx(0.0001 / 0.08)
-    assert P.style_problems(ax.figure) == []
+    assert [line.get_label() for line in data_lines(ax_diff)] == ["cuDNN op", "compiled"]
+    assert data_lines(ax_diff)[0].get_ydata()[0] == pytest.approx(0.0001 / 0.08)
+    assert style_problems(ax.figure) == []
     with pytest.raises(KeyError, match="reference"):
-        training.plot_losses(losses, title="t", reference="eager")
+        transformer.plot_losses(losses, title="t", reference="eager")

@@ -191,7 +191,10 @@ def test_plan_notes_names_a_candidates_behaviour_notes_or_says_it_cannot():
 def test_results_dir_and_artifacts_dir_are_different_folders(monkeypatch):
     monkeypatch.delenv("COURSE_ARTIFACTS_DIR", raising=False)
     monkeypatch.delenv("COURSE_RESULTS_DIR", raising=False)
-    assert H.artifacts_dir() == ROOT / "artifacts" != H.results.results_dir()
+    from helpers.paths import artifacts_dir
+    from helpers.results import results_dir
+
+    assert artifacts_dir() == ROOT / "artifacts" != results_dir()
 
 
 # ------------------------------------------------------------------ small helpers
@@ -214,7 +217,9 @@ def test_datasheet_keys_are_dtype_names():
 
 # ------------------------------------------------------------------ perf_sweep and plot_sweep (CPU parts)
 def test_grid_is_the_product_of_the_axes():
-    assert H.grid(S=[1, 2], d=[64]) == [{"S": 1, "d": 64}, {"S": 2, "d": 64}]
+    from helpers.timing.sweep import grid
+
+    assert grid(S=[1, 2], d=[64]) == [{"S": 1, "d": 64}, {"S": 2, "d": 64}]
 
 
 def test_sweep_rows_for_paths_that_cannot_run_need_no_gpu():
@@ -249,12 +254,14 @@ def test_plot_sweep_draws_one_series_per_path_in_role_colours(kind):
     matplotlib.use("Agg")
     from matplotlib.colors import to_hex
 
+    from helpers.plotting import COLORS
+
     ax = H.plot_sweep(_table(), x="S", kind=kind, peak=3000, colors={"torch MATH": "#123456"})
     labels = [t.get_text() for t in ax.get_legend().get_texts()]
     assert labels == ["cuDNN frontend graph", "torch eager", "torch MATH"]
     if kind == "line":
         colours = {l.get_label(): to_hex(l.get_color()) for l in ax.get_lines() if not l.get_label().startswith("_")}
-        assert colours["cuDNN frontend graph"] == H.plotting.COLORS["cudnn"] and colours["torch MATH"] == "#123456"
+        assert colours["cuDNN frontend graph"] == COLORS["cudnn"] and colours["torch MATH"] == "#123456"
         math_line = [l for l in ax.get_lines() if l.get_label() == "torch MATH"][0]
         assert list(math_line.get_xdata()) == [512, 1024, 2048] and np.isnan(math_line.get_ydata()[2])  # skipped: a gap
     else:
@@ -268,7 +275,7 @@ def test_plot_sweep_draws_one_series_per_path_in_role_colours(kind):
 # ------------------------------------------------------------------ workers
 @pytest.mark.parametrize("module", ["plan_worker", "cache_worker", "tiny_graph"])
 def test_workers_are_modules_that_import_without_a_gpu(module):
-    code = f"import helpers.recipes.workers.{module} as m; print(m.__doc__.splitlines()[0])"
+    code = f"import helpers.workers.{module} as m; print(m.__doc__.splitlines()[0])"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert out.returncode == 0, out.stderr
     assert "Notebook 0" in out.stdout
@@ -310,7 +317,7 @@ def test_run_worker_parses_the_last_result_line(tmp_path, monkeypatch):
 
 
 def test_cache_worker_modes_parse_to_their_arguments():
-    from helpers.recipes.workers import cache_worker
+    from helpers.workers import cache_worker
 
     conv = cache_worker.parse_args(["conv", "--batch", "24", "--channels", "8", "--filters", "16", "--size", "7"])
     assert (conv.graph, conv.batch, conv.filter_size, conv.cache) == ("conv", 24, 3, None)
@@ -324,7 +331,7 @@ def test_cache_worker_modes_parse_to_their_arguments():
 def test_plan_worker_graph_kinds_construct_on_meta_tensors():
     """The worker's conv and SDPA kinds are the recipes' graphs; its matmul is made with the recipes'
     ``new_graph`` (io dtype in memory, fp32 math), so it constructs without libcudnn too."""
-    from helpers.recipes.workers import plan_worker
+    from helpers.workers import plan_worker
 
     conv = conv_bias_relu.make_tensors(2, 8, 10, 16, dtype=torch.bfloat16, **META)
     graph, io = plan_worker.make_graph("conv", conv)
@@ -376,11 +383,12 @@ class _Plans:
 def test_plan_worker_builds_the_first_candidate_that_builds_or_the_saved_plan_by_name():
     """Without a saved name: H.build(pick="first") with the default heuristics, the first candidate that builds
     (what build_plans' heuristics choice selects), not simply index 0. With one: that plan, among the saved modes."""
-    from helpers.recipes.workers import plan_worker
+    from helpers.graphs import DEFAULT_HEURISTICS
+    from helpers.workers import plan_worker
 
     graph = _Plans()
     assert plan_worker.build(graph, {"kind": "conv"}) == 1
-    assert graph.modes == H.heuristic_modes(H.DEFAULT_HEURISTICS) and graph.calls[-1] == "build 1"
+    assert graph.modes == H.heuristic_modes(DEFAULT_HEURISTICS) and graph.calls[-1] == "build 1"
     graph = _Plans()
     assert plan_worker.build(graph, {"plan_name": "eng3", "heuristic_modes": ["B"]}) == 2
     assert graph.modes == [cudnn.heur_mode.B] and graph.calls[-1] == "build 2"
@@ -392,7 +400,7 @@ def test_plan_worker_builds_the_first_candidate_that_builds_or_the_saved_plan_by
 def test_cache_worker_builds_the_mlp_with_h_build_first_or_pinned(monkeypatch):
     """build_mlp hands the build to H.build (the first candidate that builds, or the pinned configuration) and
     returns the index H.build selected."""
-    from helpers.recipes.workers import cache_worker
+    from helpers.workers import cache_worker
 
     asked = []
 
@@ -494,13 +502,13 @@ def test_gpu_workers_run_as_modules(tmp_path):
     import os
 
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
-    out = subprocess.run([sys.executable, "-m", "helpers.recipes.workers.cache_worker", "conv", "--batch", "2",
+    out = subprocess.run([sys.executable, "-m", "helpers.workers.cache_worker", "conv", "--batch", "2",
                           "--channels", "16", "--filters", "16", "--size", "8"], capture_output=True, text=True, env=env,
                          timeout=300, cwd=tmp_path)
     result = json.loads([l for l in out.stdout.splitlines() if l.startswith("RESULT ")][-1][7:])
     assert result["ok"], result["check"]
     for mode in ("static", "pinned"):
-        out = subprocess.run([sys.executable, "-m", "helpers.recipes.workers.cache_worker", "mlp", "--mode", mode,
+        out = subprocess.run([sys.executable, "-m", "helpers.workers.cache_worker", "mlp", "--mode", mode,
                               "--tokens", "64", "96", "--hidden", "128", "--ffn", "256", "--iters", "3"],
                              capture_output=True, text=True, env=env, timeout=300, cwd=tmp_path)
         result = json.loads([l for l in out.stdout.splitlines() if l.startswith("RESULT ")][-1][7:])
@@ -512,7 +520,7 @@ def test_gpu_workers_run_as_modules(tmp_path):
         "g0": {"kind": "conv", "shape": {"N": 2, "C": 16, "H": 8, "W": 8, "K": 16}},
         "g1": {"kind": "matmul", "shape": {"M": 64, "N": 64, "K": 64}}}}))
     for mode in ("build", "load"):
-        run = subprocess.run([sys.executable, "-m", "helpers.recipes.workers.plan_worker", mode, str(tmp_path)],
+        run = subprocess.run([sys.executable, "-m", "helpers.workers.plan_worker", mode, str(tmp_path)],
                              capture_output=True, text=True, env=env, timeout=300)
         assert run.returncode == 0, run.stderr[-2000:]
         report = json.loads((tmp_path / f"report-{mode}.json").read_text())
@@ -529,7 +537,7 @@ def test_gpu_plan_worker_reports_plan_and_notes_and_can_skip_outputs(tmp_path):
     (tmp_path / "job.json").write_text(json.dumps({"dtype": H.dtype_name(H.working_dtype()), "save_outputs": False,
                                                    "graphs": {"g0": {"kind": "matmul", "shape": {"M": 64, "N": 64, "K": 64}}}}))
     for mode in ("build", "load"):
-        run = subprocess.run([sys.executable, "-m", "helpers.recipes.workers.plan_worker", mode, str(tmp_path)],
+        run = subprocess.run([sys.executable, "-m", "helpers.workers.plan_worker", mode, str(tmp_path)],
                              capture_output=True, text=True, env=env, timeout=300)
         assert run.returncode == 0, run.stderr[-2000:]
     built = json.loads((tmp_path / "report-build.json").read_text())["graphs"]["g0"]

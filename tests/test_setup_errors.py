@@ -53,7 +53,7 @@ def fake_frontend(monkeypatch, backend=91900, frontend="1.32.0"):
 def test_a_broken_libcudnn_on_ld_library_path_is_one_line_naming_the_file(fresh, content, what):
     broken = fresh / "libcudnn.so.9"
     broken.write_bytes(content)
-    assert libcudnn.candidates()[0].path == str(broken), "it is the first choice"
+    assert libcudnn.libcudnn_candidates()[0].path == str(broken), "it is the first choice"
     with pytest.raises(CudnnLoadError) as err:
         libcudnn.load_cudnn()
     assert_one_line(err.value)
@@ -70,7 +70,7 @@ def frontend_that_runs(monkeypatch, tmp_path, body: str) -> None:
     package.mkdir(parents=True)
     (package / "__init__.py").write_text(body)
     monkeypatch.syspath_prepend(str(tmp_path / "site"))
-    monkeypatch.setattr(libcudnn, "candidates", lambda: [])
+    monkeypatch.setattr(libcudnn, "libcudnn_candidates", lambda: [])
 
 
 def test_a_broken_file_the_frontend_finds_itself_is_one_line(fresh, monkeypatch, tmp_path):
@@ -84,7 +84,7 @@ def test_a_broken_file_the_frontend_finds_itself_is_one_line(fresh, monkeypatch,
 
 
 # ---------------------------------------------------------------- no libcudnn, no frontend
-@pytest.mark.skipif(bool(libcudnn.candidates()), reason="this machine has a libcudnn")
+@pytest.mark.skipif(bool(libcudnn.libcudnn_candidates()), reason="this machine has a libcudnn")
 def test_no_libcudnn_on_this_machine_is_one_line(monkeypatch):
     """The real thing, where there is no libcudnn (a CPU box): one line that says what to install."""
     monkeypatch.setattr(libcudnn, "_verified", None, raising=False)
@@ -106,7 +106,7 @@ def test_no_libcudnn_says_what_to_install(monkeypatch, cuda, advice):
     import torch
 
     fake_frontend(monkeypatch, backend=RuntimeError("Unable to find symbol cudnnGetVersion\n  (dlsym failed)"))
-    monkeypatch.setattr(libcudnn, "candidates", lambda: [])
+    monkeypatch.setattr(libcudnn, "libcudnn_candidates", lambda: [])
     monkeypatch.setattr(torch.version, "cuda", cuda)
     with pytest.raises(CudnnNotFoundError) as err:
         libcudnn.load_cudnn()
@@ -116,7 +116,7 @@ def test_no_libcudnn_says_what_to_install(monkeypatch, cuda, advice):
 
 def test_no_frontend_is_one_line(fresh, monkeypatch):
     monkeypatch.setitem(sys.modules, "cudnn", None)  # `import cudnn` raises ModuleNotFoundError
-    monkeypatch.setattr(libcudnn, "candidates", lambda: [])
+    monkeypatch.setattr(libcudnn, "libcudnn_candidates", lambda: [])
     with pytest.raises(CudnnNotFoundError) as err:
         libcudnn.load_cudnn()
     assert_one_line(err.value)

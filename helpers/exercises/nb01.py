@@ -54,7 +54,8 @@ def _run_returned(graph, pack, x, w, b, y, fresh) -> None:
     import torch
 
     from ..checking import poison_
-    from ..graphs import get_handle, workspace_for
+    from ..graphs import workspace_for
+    from ..handles import get_handle
 
     x.copy_(fresh(*x.shape))
     w.copy_(fresh(*w.shape, scale=K**-0.5))
@@ -148,7 +149,8 @@ def check_run_on_stream(answer):
 
     from ..checking import check, poison_
     from ..device import require_gpu, working_dtype
-    from ..graphs import GraphIO, build, get_handle, workspace_for
+    from ..graphs import GraphIO, build, workspace_for
+    from ..handles import get_handle
     from ..recipes import new_graph
     from .provenance import tracing
 

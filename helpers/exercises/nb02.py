@@ -130,7 +130,7 @@ def _check_fused(answer, names: tuple, references, fix: str) -> str:
     import torch
 
     from ..checking import poison_
-    from ..profiling import kernels_launched
+    from ..timing.kernels import kernels_launched
     from .provenance import tracing
 
     device, dtype = grading_setup()   # needs a GPU unless grading on the CPU: one line if there is none

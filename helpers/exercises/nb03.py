@@ -130,8 +130,9 @@ def head_to_head(graph, pack, a: int, b: int, rounds: int = 3, iters: int = 20) 
     """Plans ``a`` and ``b`` timed in alternation (L2 flushed): ``{index: (median_ms, p10_ms, p90_ms)}``."""
     import statistics
 
-    from ..graphs import get_handle, workspace_for
-    from ..timing import benchmark
+    from ..graphs import workspace_for
+    from ..handles import get_handle
+    from ..timing.per_call import benchmark
 
     handle = get_handle()
     runs = {}
@@ -253,7 +254,8 @@ def check_replay_choice(answer):
     from ..checking import check, poison_
     from ..device import require_gpu
     from ..errors import first_line
-    from ..graphs import get_handle, workspace_for
+    from ..graphs import workspace_for
+    from ..handles import get_handle
     from ..recipes import conv_bias_relu
 
     require_gpu()

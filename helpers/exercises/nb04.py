@@ -292,7 +292,7 @@ def _call_traced(answer, names: tuple, t: dict):
     graph executes of the first call (``GraphRuns``, no snapshots: nothing added to the kernels) and the trace."""
     import torch
 
-    from ..profiling import kernels_launched
+    from ..timing.kernels import kernels_launched
     from .provenance import tracing
 
     results, calls = [], []
@@ -336,7 +336,7 @@ def check_scaled_relu(answer) -> str:
     import torch
 
     from ..checking import poison_
-    from ..profiling import kernels_launched
+    from ..timing.kernels import kernels_launched
     from .provenance import tracing
 
     device, dtype = grading_setup()

@@ -44,7 +44,8 @@ def _verdict(t: dict):
 def _run_by_uid(graph, t: dict) -> None:
     import torch
 
-    from ..graphs import get_handle, workspace_for
+    from ..graphs import workspace_for
+    from ..handles import get_handle
 
     graph.execute({UIDS[name]: t[name] for name in UIDS}, workspace_for(graph), handle=get_handle())
     torch.cuda.synchronize()
@@ -82,7 +83,7 @@ def check_round_trip(answer) -> str:
     ITS bytes into a graph of ours and feeds that graph by UID only, and feeds the graph it returned by UID too —
     each time with new data, poisoned output, vs torch."""
     from ..errors import first_line
-    from ..graphs import get_handle
+    from ..handles import get_handle
     from ..libcudnn import load_cudnn
     from .provenance import tracing
 

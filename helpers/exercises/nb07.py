@@ -79,7 +79,8 @@ def check_build_projection(build_projection):
 
     from ..checking import check, poison_
     from ..device import require_gpu, working_dtype
-    from ..graphs import get_handle, workspace_for
+    from ..graphs import workspace_for
+    from ..handles import get_handle
     from ..libcudnn import load_cudnn
     from .provenance import tracing
 
@@ -225,7 +226,8 @@ def check_restore_cache(restore_cache):
 
     from ..checking import check
     from ..device import require_gpu, working_dtype
-    from ..graphs import build, get_handle, workspace_for
+    from ..graphs import build, workspace_for
+    from ..handles import get_handle
     from ..recipes import conv_bias_relu
     from ..libcudnn import load_cudnn
     from .provenance import tracing

@@ -335,7 +335,8 @@ def make_native_layer(seed: int = 3) -> SimpleNamespace:
     cudnn = load_cudnn()
     from ..device import working_dtype
     from ..features import gate
-    from ..graphs import build, get_handle, workspace_for
+    from ..graphs import build, workspace_for
+    from ..handles import get_handle
     from ..recipes import matmul_bias_act
 
     gate("native_cuda_graph").require()

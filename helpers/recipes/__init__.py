@@ -11,7 +11,6 @@ matmul_bias_act     04           03 (GEMM + AMAX plans), 07 (kernel cache), 08 (
 sdpa                05           06 (serialized), 08 (the custom op)
 autotune            03           04 (FP8 plans), 06 (the tuned plan, reloaded by name)
 plancache           06           (the plan cache is 06's own subject; nothing later reuses it yet)
-workers/            01, 06, 07   programs the notebooks start in a fresh process (``python -m``)
 ==================  ===========  =======================================================
 """
 

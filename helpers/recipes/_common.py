@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from ..device import has_gpu
-from ..graphs import get_handle
+from ..handles import get_handle
 from ..libcudnn import load_cudnn
 
 

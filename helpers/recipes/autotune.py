@@ -1,7 +1,7 @@
 """Autotuning: build every candidate plan, time each one, keep the winner, hand the choice on.
 
 Taught in notebook 03; reused by 04 (timing the FP8 GEMM's plans) and 06 (reloading 03's tuned plan
-by name in a fresh process). The hand-off file lives in ``H.artifacts_dir()`` (not in ``results/``,
+by name in a fresh process). The hand-off file lives in ``helpers.paths.artifacts_dir()`` (not in ``results/``,
 which holds headline numbers only): ``autotune-<gpu>.json``.
 """
 from __future__ import annotations
@@ -12,9 +12,10 @@ from pathlib import Path
 from typing import Callable
 
 from ..errors import first_line
-from ..graphs import get_handle, workspace_for
+from ..graphs import workspace_for
+from ..handles import get_handle
 from ..paths import artifacts_dir
-from ..timing import benchmark
+from ..timing.per_call import benchmark
 
 
 def probe_plans(graph) -> dict:

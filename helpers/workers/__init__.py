@@ -1,5 +1,12 @@
-"""Starting one of the course's workers (``helpers/recipes/workers/``) in a fresh Python process: the one way
-notebooks, checkers and tests launch them."""
+"""Workers: programs the notebooks start in a fresh process, so that a measurement sees what a new process
+sees (nothing built, nothing cached, nothing compiled), and ``run_worker``, the one way notebooks, checkers and
+tests launch them (``python -m helpers.workers.<name>``).
+
+tiny_graph    notebook 01: the smallest graph, built with the frontend's logging switched on from the start
+plan_worker   notebook 06: cold-build or deserialize cuDNN execution plans
+cache_worker  notebook 07: the first dynamic-shape build (empty kernel cache or one loaded from disk), and each MLP
+              build mode (static, heuristics per shape, pinned) in a process of its own
+"""
 from __future__ import annotations
 
 import json
@@ -8,12 +15,10 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 
-from .errors import CourseError, one_line
-from .paths import tidy_paths
+from ..errors import CourseError, one_line
+from ..paths import COURSE_ROOT, tidy_paths
 
-PACKAGE_PARENT = Path(__file__).resolve().parent.parent   # the folder that holds helpers/ (checkout or site-packages)
 RESULT_PREFIX = "RESULT "                                  # a worker's machine-readable line: RESULT {json}
 
 
@@ -33,7 +38,7 @@ class WorkerRun:
 
 def run_worker(name: str, *args, env: dict | None = None, timeout: float = 300, cwd=None,
                check: bool = True) -> WorkerRun:
-    """``python -m helpers.recipes.workers.<name> ARGS`` in a fresh process, with this ``helpers`` importable
+    """``python -m helpers.workers.<name> ARGS`` in a fresh process, with this ``helpers`` importable
     there (its parent folder first on ``PYTHONPATH``); ``env`` adds or overrides environment variables.
 
     With ``check`` a non-zero exit, a timeout or a missing worker raises ``WorkerError`` — one line, then the
@@ -41,8 +46,8 @@ def run_worker(name: str, *args, env: dict | None = None, timeout: float = 300, 
     if not isinstance(name, str) or not name.isidentifier():
         raise ValueError(f"worker name must be a module name such as 'plan_worker', got {name!r}")
     variables = dict(os.environ, **{k: str(v) for k, v in (env or {}).items()})
-    variables["PYTHONPATH"] = os.pathsep.join(p for p in (str(PACKAGE_PARENT), variables.get("PYTHONPATH", "")) if p)
-    command = [sys.executable, "-m", f"helpers.recipes.workers.{name}", *map(str, args)]
+    variables["PYTHONPATH"] = os.pathsep.join(p for p in (str(COURSE_ROOT), variables.get("PYTHONPATH", "")) if p)
+    command = [sys.executable, "-m", f"helpers.workers.{name}", *map(str, args)]
     launched_at, t0 = time.time(), time.perf_counter()
     try:
         proc = subprocess.run(command, capture_output=True, text=True, env=variables, timeout=timeout, cwd=cwd)

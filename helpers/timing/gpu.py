@@ -14,10 +14,11 @@ from typing import Callable
 
 import torch
 
-from .device import require_gpu
-from .errors import CourseError, first_line
-from .graphs import get_handle
-from .timing import Timing, benchmark, host_us
+from ..device import require_gpu
+from ..errors import CourseError, first_line
+from ..handles import get_handle
+from .host import host_us
+from .per_call import Timing, benchmark
 
 
 class NotCapturable(CourseError):

@@ -21,8 +21,9 @@ from typing import Callable, Iterable
 
 import torch
 
-from .errors import first_line
-from .timing import benchmark, gbps, tflops
+from ..errors import first_line
+from .per_call import benchmark
+from .rates import gbps, tflops
 
 COLUMNS = ["path", "status", "ms", "p10 ms", "p90 ms", "spread", "TFLOP/s", "% of peak", "GB/s", "peak MiB"]
 

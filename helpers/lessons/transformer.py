@@ -109,7 +109,7 @@ def plot_losses(losses: dict, *, title: str, styles: dict | None = None, ax=None
     the second shows by how little they differ. ``ax``: one axes, or two with ``reference``."""
     import matplotlib.pyplot as plt
 
-    from .plotting import legend_outside, shared_legend, use_style
+    from ..plotting import legend_outside, shared_legend, use_style
 
     use_style()
     if reference is not None and reference not in losses:

@@ -1,7 +1,7 @@
 """Notebook 07's worker: builds measured in a fresh process, where nothing compiled earlier can help.
 
-    python -m helpers.recipes.workers.cache_worker conv --batch 24 --channels 128 --filters 128 --size 28 [--cache FILE]
-    python -m helpers.recipes.workers.cache_worker mlp --mode pinned --tokens 128 384 1000 2048 --hidden 1024 --ffn 4096
+    python -m helpers.workers.cache_worker conv --batch 24 --channels 128 --filters 128 --size 28 [--cache FILE]
+    python -m helpers.workers.cache_worker mlp --mode pinned --tokens 128 384 1000 2048 --hidden 1024 --ffn 4096
 
 ``conv``: the first dynamic-shape build of conv → bias → ReLU, with an empty kernel cache or with one loaded
 from disk (``--cache``). Before it, an untimed static build of another batch size loads cuDNN's libraries; the

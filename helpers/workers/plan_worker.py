@@ -1,7 +1,7 @@
 """Notebook 06's worker: cold-build or deserialize cuDNN graphs in a fresh process, timing each.
 
-    python -m helpers.recipes.workers.plan_worker build WORKDIR   # builds, serializes, saves inputs and outputs
-    python -m helpers.recipes.workers.plan_worker load WORKDIR    # deserializes what ``build`` saved, runs it
+    python -m helpers.workers.plan_worker build WORKDIR   # builds, serializes, saves inputs and outputs
+    python -m helpers.workers.plan_worker load WORKDIR    # deserializes what ``build`` saved, runs it
 
 Reads ``WORKDIR/job.json`` (``{"dtype": "bfloat16", "graphs": {name: spec}, "save_outputs": true}``; a spec
 has ``kind`` = conv | matmul | sdpa, ``shape``, and optionally ``plan_name`` + ``heuristic_modes`` for a tuned

@@ -1,6 +1,6 @@
 """Notebook 01's worker: build (and run) the smallest graph, ReLU of a 1×64×64 tensor, in a fresh process.
 
-    CUDNN_FRONTEND_LOG_INFO=1 CUDNN_FRONTEND_LOG_FILE=frontend.log python -m helpers.recipes.workers.tiny_graph
+    CUDNN_FRONTEND_LOG_INFO=1 CUDNN_FRONTEND_LOG_FILE=frontend.log python -m helpers.workers.tiny_graph
 
 The frontend reads its logging variables once, at its first log call, so a notebook that has already
 used cuDNN cannot switch logging on for itself: it starts this process with them set instead

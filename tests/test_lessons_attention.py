@@ -1,11 +1,12 @@
-"""Notebook 05's benchmark plumbing (helpers/attention_bench.py) and H.alternating_rounds: the pure parts, on CPU."""
+"""Notebook 05's benchmark plumbing (helpers/lessons/attention.py) and H.alternating_rounds: the pure parts, on CPU."""
 import math
 
 import pandas as pd
 import pytest
 
 import helpers as H
-from helpers import attention_bench as bench
+from helpers.lessons import attention as bench
+from helpers.timing.per_call import Timing
 
 GRAPH, TORCH = "cuDNN frontend graph", "torch CUDNN_ATTENTION"
 
@@ -15,7 +16,7 @@ def test_alternating_rounds_takes_turns_and_keeps_one_median_per_round():
 
     def timer(fn, *, warmup, iters):
         calls.append(fn())
-        return H.Timing(float(len(calls)), 0.0, 0.0, iters)
+        return Timing(float(len(calls)), 0.0, 0.0, iters)
 
     rounds = H.alternating_rounds({"a": lambda: "a", "b": lambda: "b"}, rounds=3, timer=timer)
     assert calls == ["a", "b"] * 3

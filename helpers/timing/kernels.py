@@ -1,4 +1,4 @@
-"""What a call launches on the GPU, read with ``torch.profiler``."""
+"""Kernel attribution: which kernels a call launches on the GPU, and the GPU time of each (``torch.profiler``)."""
 from __future__ import annotations
 
 import warnings

@@ -14,8 +14,8 @@ from typing import Callable
 
 import torch
 
-from .checking import rel_error
-from .errors import first_line
+from ..checking import rel_error
+from ..errors import first_line
 
 
 # ------------------------------------------------------------------ PyTorch's paths
