@@ -13,7 +13,7 @@ from typing import Callable
 
 import torch
 
-from .attention_bench import math_fits
+from .lessons.attention import math_fits
 from .errors import CourseError
 
 

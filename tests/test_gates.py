@@ -61,12 +61,13 @@ def test_a_gate_the_harness_cannot_read_is_an_error(source, message):
 
 
 def test_the_course_notebooks_read_as_their_title_cells_say():
-    """05 stops without fused attention, 07 without a saved kernel cache; 04, 06 and 08 gate sections."""
+    """05 stops without fused attention, 07 without a kernel cache or its serialization; 04, 06 and 08 gate
+    sections."""
     def needs(number):
         return read_needs(nbformat.read(notebook_path(number), as_version=4))
 
     assert needs("05").features == ("sdpa",) and needs("05").gated == ["sdpa_serving", "sdpa_fp8"]
-    assert needs("07").features == ("kernel_cache_serialize",)
+    assert needs("07").features == ("kernel_cache", "kernel_cache_serialize")
     assert needs("07").gated == ["override_shapes", "kernel_cache"]
     assert needs("04").gated == ["fp8"] and needs("06").gated == ["sdpa"]
     assert needs("08").gated == ["native_cuda_graph", "sdpa"]

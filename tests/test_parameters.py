@@ -266,7 +266,7 @@ def test_the_seed_bound_is_torch_manual_seeds_own():
 
 def test_the_reference_bound_is_the_scores_the_largest_accepted_check_shape_holds():
     """The largest CHECK_S the rule accepts at the stored B, H: its fp32 B·H·S² scores fit the bound, one more does
-    not (the rule reads helpers.attention_bench.math_fits, the one home of that sum)."""
+    not (the rule reads helpers.lessons.attention.math_fits, the one home of that sum)."""
     stored = defaults("05")
     b, h = stored["CHECK_B"], stored["CHECK_H"]
     largest = int((parameters.CHECK_SCORES_MAX_GIB * 2**30 / (4 * b * h)) ** 0.5)
