@@ -68,7 +68,7 @@ def test_the_course_notebooks_read_as_their_title_cells_say():
 
     assert needs("05").features == ("sdpa",) and needs("05").gated == ["sdpa_serving", "sdpa_fp8"]
     assert needs("07").features == ("kernel_cache", "kernel_cache_serialize")
-    assert needs("07").gated == ["override_shapes", "kernel_cache"]
+    assert needs("07").gated == ["override_shapes"]
     assert needs("04").gated == ["fp8"] and needs("06").gated == ["sdpa"]
     assert needs("08").gated == ["native_cuda_graph", "sdpa"]
     assert all(needs(n).requires == {"gpu": True, "features": []} for n in ("01",))
