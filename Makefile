@@ -125,7 +125,7 @@ endif
 
 fork: $(STAMP)
 	@test -n "$(REPO)" || { echo "usage: make fork REPO=OWNER/NAME"; exit 2; }
-	$(BIN)/python -m tools.notebooks set-repo $(REPO)
+	$(BIN)/python -m tools.cli set-repo $(REPO)
 
 # The hand-out's badges open BRANCH and its setup cells clone it: publish it with handout-branch.
 OUT ?= handout

@@ -89,12 +89,7 @@ def import_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     return sorted(found)
 
 
-@pytest.mark.parametrize("package", [
-    "helpers",
-    pytest.param("tools", marks=pytest.mark.xfail(strict=True, reason=(
-        "known circle: tools.notebooks' main() imports fork and results_csv, which import tools.notebooks; "
-        "its fix belongs in tools/notebooks.py (issue 33)"))),
-])
+@pytest.mark.parametrize("package", ["helpers", "tools"])
 def test_no_import_cycle(package):
     cycles = [c for c in import_cycles(import_graph()) if c[0].split(".")[0] == package]
     assert not cycles, "import cycles: " + "; ".join(" <-> ".join(c) for c in cycles)

@@ -144,7 +144,7 @@ def test_every_plotting_cell_stores_its_figure(nb):
 def test_results_csv_matches_the_numbers_printed_in_the_stored_outputs():
     stored = {p.name: nbformat.read(p, as_version=4) for p in NOTEBOOKS}
     problems = RC.results_problems(stored, ROOT / "results")
-    assert not problems, "\n".join(problems) + "\n(`python -m tools.notebooks sync-results` rewrites the CSV)"
+    assert not problems, "\n".join(problems) + "\n(`python -m tools.cli sync-results` rewrites the CSV)"
 
 
 def test_badges_clone_urls_and_pyproject_name_one_repository():

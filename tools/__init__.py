@@ -1,2 +1,3 @@
 """Maintainer tooling that the notebooks never import: the executor (``python -m tools.execute``)
-and the notebook metadata and stored-output checks (``python -m tools.notebooks``). Run from a checkout."""
+the notebook files, their stamps and stored-output checks (library modules), and their command line
+(``python -m tools.cli``). Run from a checkout."""

@@ -83,11 +83,12 @@ def execute_one(path: str, output_dir: str | None, timeout: int, allow_errors: b
 
     from helpers.features import notebook_requirements_met
     from .claims import prose_record
-    from .notebooks import requires, write_stamp
+    from .gates import read_needs
+    from .notebooks import write_stamp
 
     path = Path(path)
     nb = nbformat.read(path, as_version=4)
-    ok, reason = notebook_requirements_met(requires(nb))
+    ok, reason = notebook_requirements_met(read_needs(nb).requires)
     if not ok:
         return path.name, f"skipped: {reason}", 0.0
     LOG_DIR.mkdir(parents=True, exist_ok=True)

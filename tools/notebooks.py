@@ -1,19 +1,14 @@
 """The course's notebooks as files: where they are, their hardware needs (read by ``tools/gates.py``), the code
 hash, the hash of the outputs nbval compares, and the execution stamp. The checks on stored outputs live in
-``tools/hygiene.py``, the headline numbers
-in ``tools/results_csv.py``, the repository the badges point at in ``tools/fork.py``.
-
-    python -m tools.notebooks set-repo OWNER/NAME   # point badges, setup cells and pyproject at a fork
-    python -m tools.notebooks sync-results          # rewrite results/<gpu>.csv from the stored outputs
+``tools/hygiene.py``, the headline numbers in ``tools/results_csv.py``, the repository the badges point at in
+``tools/fork.py``; ``tools/cli.py`` is the command line over them.
 """
 from __future__ import annotations
 
-import argparse
 import copy
 import hashlib
 import json
 import re
-import sys
 import warnings
 from pathlib import Path
 
@@ -58,14 +53,6 @@ def code_hash(nb) -> str:
             src = _without_comments(REPO_URL.sub("https://github.com/<repo>", cell_source(cell)))
             sources.append("\n".join(line.rstrip() for line in src.splitlines() if line.strip()))
     return hashlib.sha256(json.dumps(sources).encode()).hexdigest()
-
-
-def requires(nb) -> dict:
-    """What the notebook needs: ``{"gpu": bool, "min_sm": int, "features": [...]}``, read from its code
-    (``tools/gates.py``)."""
-    from .gates import read_needs
-
-    return read_needs(nb).requires
 
 
 def _without_comments(src: str) -> str:
@@ -180,27 +167,3 @@ def write_stamp(nb, *, runtime_s: float, peak_memory_gib: dict | None = None,
     }
     nb.setdefault("metadata", {}).setdefault(META_KEY, {})["execution"] = entry
     return entry
-
-
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = parser.add_subparsers(dest="command", required=True)
-    repo = sub.add_parser("set-repo", help="point badges, setup cells and pyproject.toml at OWNER/NAME")
-    repo.add_argument("slug", metavar="OWNER/NAME")
-    sub.add_parser("sync-results", help="rewrite results/<gpu>.csv from the stored notebook outputs")
-    args = parser.parse_args(argv)
-    from .fork import set_repository
-    from .results_csv import sync_results
-
-    if args.command == "set-repo":
-        for path in set_repository(args.slug):
-            print(f"updated {path.relative_to(ROOT)}")
-        print(f"everything now points at https://github.com/{args.slug}")
-    else:
-        for path in sync_results():
-            print(f"wrote {path.relative_to(ROOT)}")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

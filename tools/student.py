@@ -12,7 +12,7 @@ through a temporary ``git worktree`` (each new hand-out on top of the previous o
 fast-forward) and pushes nothing: the maintainer runs the ``git push origin student`` it prints.
 
 A cell tagged ``solution`` (the stored notebook grading the reference solution, e.g.
-``H.exercise("02.residual", H.solution("02.residual"))``) is dropped; every other cell is kept with its
+``H.exercise("02.residual", X.solution("02.residual"))``) is dropped; every other cell is kept with its
 outputs and execution counts cleared, so the learner starts from the skeletons. ``helpers/exercises/solutions/``
 is not copied. ``leaks(folder)`` lists any solution line that still appears in the copies.
 """

@@ -19,7 +19,7 @@ it also traces where each graded output came from (``provenance.tracing``: every
 operator and CUDA-graph replay while the answer runs) and requires that a cuDNN graph with the exercise's
 operations wrote it from the exercise's own inputs, with no torch compute on the way, plus whatever the point of
 the exercise needs (one graph, a pass-by-value scalar, the plans timed, nothing rebuilt). Reference solutions live in
-``helpers/exercises/solutions/NN_*.py``; ``H.solution("NN.name")`` loads one, so a stored notebook can prove
+``helpers/exercises/solutions/NN_*.py``; ``helpers.exercises.solution("NN.name")`` loads one, so a stored notebook can prove
 that its checkers accept a correct answer (``tools/student.py`` leaves them out of the student copy).
 """
 from __future__ import annotations

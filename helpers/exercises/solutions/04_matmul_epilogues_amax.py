@@ -1,4 +1,4 @@
-"""Reference answers to notebook 04's exercises (``H.solution("04.<name>")`` loads one).
+"""Reference answers to notebook 04's exercises (``helpers.exercises.solution("04.<name>")`` loads one).
 
 Not part of the student copy: ``tools/student.py`` leaves this folder out and drops the notebook cells that
 grade these answers.

@@ -1,4 +1,4 @@
-"""Reference answers to notebook 05's exercises (``H.solution("05.sliding_window")`` loads ``sliding_window``)."""
+"""Reference answers to notebook 05's exercises (``helpers.exercises.solution("05.sliding_window")`` loads ``sliding_window``)."""
 
 
 def sliding_window(q, k, v, o, window):
