@@ -219,7 +219,8 @@ def test_a_current_stream_made_to_wait_for_stream_is_a_right_answer():
 
 WRONG = [
     ("01.run_on_stream", relu_by_torch_on_the_stream, r"torch computed y \(aten.relu\)"),
-    ("01.run_on_stream", graph_into_scratch_then_torch, r"torch computed y \(aten.relu\)"),
+    # its scratch allocations on `stream` can make the host wait: either line is right
+    ("01.run_on_stream", graph_into_scratch_then_torch, r"torch computed y \(aten.relu\)|your function waited"),
     ("01.run_on_stream", graph_into_scratch_then_copied, r"y holds a copy of a cuDNN result \(aten.copy_\)"),
     ("01.matmul_bias_relu", torch_computes_y_graph_writes_scratch, "y was not written when the checker ran your graph"),
     ("01.matmul_bias_relu", bias_missing, "the output ignores the bias b"),

@@ -243,3 +243,22 @@ def test_an_engine_replayed_without_its_knobs_is_not_the_saved_plan():
     verdict = graded("03.replay_choice", engine_without_its_knobs)
     assert verdict.status == "failed", verdict
     assert "the same engine with other knobs" in verdict.message or "your code raised" in verdict.message, verdict
+
+
+@pytest.mark.parametrize("count", [2, 3, 8, 33])
+def test_a_position_among_the_plans_that_build_names_a_refused_or_the_slow_plan(count):
+    """Whatever plan an answer finds fastest, its position among the plans that build, returned as an index, is a
+    plan the checker's graph refuses or the one slow plan it keeps ahead of the rest."""
+    import pandas as pd
+
+    medians = [1.0 + 0.1 * ((7 * i) % 5) for i in range(count)]
+    table = pd.DataFrame({"median_ms": medians, "check": ["PASS"] * count})
+    refused = set(nb03.refused_ahead_of_fastest(table))
+    assert refused and 0 in refused | {int(table["median_ms"].idxmax())}
+    builds = [i for i in range(count) if i not in refused]
+    ahead = count // 2 + 1 if count > 2 else 1          # the refused region, the kept slow plan included
+    kept = [i for i in builds if i < ahead]
+    assert len(kept) <= 1 and len(refused) + len(kept) == ahead
+    for fastest in builds:
+        position = builds.index(fastest)
+        assert position in refused or position in kept, (fastest, position)

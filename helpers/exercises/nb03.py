@@ -7,9 +7,9 @@ Both use the conv → bias → ReLU recipe (notebook 02) on the checkers' own sh
 against the checker's own timing of every plan: a pick within the timing noise of the fastest passes, a
 slower one fails with the measured gap. And the pick must come from timing: the checker records the plans the
 answer executed (``graph_runs.recording``), and an answer that did not run every plan that builds fails,
-whatever it returned (``return 0`` passes nothing). The checker's graph refuses to build every plan ranked ahead
-of its fastest (as a GPU without those engines would: ``refuse_plans``), so the fastest plan's position among the
-plans that built is never its index. torch and the GPU are touched only inside the functions, so
+whatever it returned (``return 0`` passes nothing). The checker's graph refuses to build the first half of its
+ranked plans but one slow plan (as a GPU without those engines would: ``refuse_plans``), so a plan's position among
+the plans that built, returned as an index, names a refused plan or the slow one. torch and the GPU are touched only inside the functions, so
 this module imports on any machine.
 """
 from __future__ import annotations
@@ -106,20 +106,19 @@ def _as_index(value):
         return value
 
 
-def refused_ahead_of_fastest(table, slower_by: float = 0.2) -> list[int]:
-    """The plans to refuse, from the checker's timing ``table``: every plan ranked ahead of ``f``, the fastest plan
-    that passed other than plan 0, except the slowest of them that is ``slower_by`` or more slower than ``f`` (kept,
-    so the first plan that builds is not the fastest). A position among the plans that build is then never ``f``'s
-    index. Empty for a graph with one plan."""
-    timed = table[table["median_ms"].notna() & (table["check"] != "FAIL")]
-    later = timed[timed.index >= 1]
-    if later.empty:
+def refused_ahead_of_fastest(table) -> list[int]:
+    """The plans to refuse, from the checker's timing ``table``: the first half of the ranked list and one more
+    (``n // 2 + 1`` plans), except the slowest of them that timed (kept, so the first plan that builds is a slow
+    one). Every plan that builds after them has a position among the plans that build below ``n // 2 + 1``: that
+    position, returned as an index, is a refused plan or the slow one. Empty for a graph with one plan."""
+    count = len(table)
+    if count < 2:
         return []
-    fastest = int(later["median_ms"].idxmin())
-    ahead = timed[timed.index < fastest]
-    slow = ahead[ahead["median_ms"] > (1 + slower_by) * later.loc[fastest, "median_ms"]]
-    kept = {int(slow["median_ms"].idxmax())} if not slow.empty else set()
-    return [i for i in range(fastest) if i not in kept]
+    ahead = list(range(count // 2 + 1 if count > 2 else 1))
+    timed = table.loc[ahead]
+    timed = timed[timed["median_ms"].notna()]
+    kept = {int(timed["median_ms"].idxmax())} if len(timed) and len(ahead) > 1 else set()
+    return [i for i in ahead if i not in kept]
 
 
 def _ms(value: float) -> str:
