@@ -218,7 +218,8 @@ def test_a_current_stream_made_to_wait_for_stream_is_a_right_answer():
 
 
 WRONG = [
-    ("01.run_on_stream", relu_by_torch_on_the_stream, r"torch computed y \(aten.relu\)"),
+    # a torch op's first launch in a process can stall the host for its kernel's loading: either line is right
+    ("01.run_on_stream", relu_by_torch_on_the_stream, r"torch computed y \(aten.relu\)|your function waited"),
     # its scratch allocations on `stream` can make the host wait: either line is right
     ("01.run_on_stream", graph_into_scratch_then_torch, r"torch computed y \(aten.relu\)|your function waited"),
     ("01.run_on_stream", graph_into_scratch_then_copied, r"y holds a copy of a cuDNN result \(aten.copy_\)"),
