@@ -352,18 +352,23 @@ def test_sliding_window_rejects_a_cudnn_result_thrown_away_or_copied(then, messa
     assert verdict.status == "failed" and verdict.message.startswith(message), verdict.message
 
 
+def _torch_over_all_keys(q, chunks, attn_scale):
+    """torch's SDPA over the concatenated chunks, and the log-sum-exp of its scores."""
+    import torch.nn.functional as F
+
+    k_all, v_all = (torch.cat([c[i] for c in chunks], dim=2) for i in (0, 1))
+    o = F.scaled_dot_product_attention(q, k_all, v_all, scale=attn_scale)
+    scores = (q.float() @ k_all.float().transpose(-1, -2)) * attn_scale
+    return o, torch.logsumexp(scores, dim=-1, keepdim=True)
+
+
 @requires_gpu
 def test_merge_chunks_rejects_cudnn_chunks_thrown_away_for_torch_attention():
     """The wrong answer of issue 31: one cuDNN forward per chunk runs, its results are dropped, and o comes from
     torch's attention over all keys."""
-    import torch.nn.functional as F
-
     def merge_chunks(q, chunks, attn_scale):
         X.solution("05.merge_chunks")(q, chunks, attn_scale)        # every chunk through cuDNN, then thrown away
-        k_all, v_all = (torch.cat([c[i] for c in chunks], dim=2) for i in (0, 1))
-        o = F.scaled_dot_product_attention(q, k_all, v_all, scale=attn_scale)
-        scores = (q.float() @ k_all.float().transpose(-1, -2)) * attn_scale
-        return o, torch.logsumexp(scores, dim=-1, keepdim=True)
+        return _torch_over_all_keys(q, chunks, attn_scale)
 
     verdict = graded("05.merge_chunks", merge_chunks)
     assert verdict.status == "failed", verdict
@@ -385,15 +390,7 @@ def test_merge_chunks_rejects_one_cudnn_forward_over_all_keys():
 
 @requires_gpu
 def test_merge_chunks_rejects_torch_over_the_concatenated_chunks():
-    import torch.nn.functional as F
-
-    def merge_chunks(q, chunks, attn_scale):
-        k_all, v_all = (torch.cat([c[i] for c in chunks], dim=2) for i in (0, 1))
-        o = F.scaled_dot_product_attention(q, k_all, v_all, scale=attn_scale)
-        scores = (q.float() @ k_all.float().transpose(-1, -2)) * attn_scale
-        return o, torch.logsumexp(scores, dim=-1, keepdim=True)
-
-    verdict = graded("05.merge_chunks", merge_chunks)
+    verdict = graded("05.merge_chunks", _torch_over_all_keys)
     assert verdict.status == "failed", verdict
     assert verdict.message.startswith("no cuDNN SDPA graph ran over chunk 1's keys and values"), verdict.message
 
