@@ -86,16 +86,10 @@ TORCH_ANSWERS.update({"05.sliding_window": _torch_window, "05.merge_chunks": _to
 
 @pytest.mark.parametrize("key", sorted(TORCH_ANSWERS))
 def test_a_checker_that_can_grade_on_the_cpu_refuses_torch_doing_the_work(key):
+    """Each torch answer computes the right numbers: the refusal is about who computed them."""
     message = refused(key, TORCH_ANSWERS[key]).removeprefix("window=32: ")
     assert message.startswith(("torch computed ", "o comes from torch's own kernel (aten._scaled_dot_product",
                                "no cuDNN SDPA graph ran over chunk 1's keys")), message
-
-
-def test_the_torch_answers_are_right_so_only_provenance_refuses_them():
-    """Each torch answer above computes the right numbers: the refusal is about who computed them."""
-    messages = {key: refused(key, answer) for key, answer in TORCH_ANSWERS.items()}
-    for key, message in messages.items():
-        assert "wrong" not in message and "NaN" not in message and "never written" not in message, (key, message)
 
 
 # Checkers that build cuDNN objects before they call the answer: the CPU test of the function deciding their verdict.
@@ -106,8 +100,8 @@ DECIDED_BY = {
     "03.replay_choice": "tests/test_exercises_nb03.py::test_an_index_that_is_not_a_plan_is_rejected",
     "06.load_or_build": "tests/test_exercises_nb06.py::test_load_or_build_is_fed_an_entry_from_elsewhere_for_every_fingerprint_field",
     "07.build_projection": "tests/test_exercises_nb07.py::test_options_problem_names_the_missing_or_foreign_cache_and_dynamic_shapes",
-    "07.serve": "tests/test_exercises_nb07.py::test_options_problem_names_the_missing_or_foreign_cache_and_dynamic_shapes",
-    "07.restore_cache": "tests/test_exercises_nb07.py::test_answers_unpack_to_graph_and_pack_or_say_what_is_wrong",
+    "07.serve": "tests/test_exercises_nb07.py::test_outputs_intact_refuses_an_output_a_later_request_overwrote",
+    "07.restore_cache": "tests/test_exercises_nb07.py::test_restored_from_wants_the_given_text_loaded_and_nothing_built",
     "08.capture_two": "tests/test_exercises_nb08.py::test_a_capture_of_torch_ops_is_refused_on_the_cpu",
     "08.serve": "tests/test_exercises_nb08.py::test_outputs_from_torch_or_direct_executes_are_refused_on_the_cpu",
     "08.swap_weights": "tests/test_exercises_nb08.py::test_swap_verdict_names_the_missing_step",

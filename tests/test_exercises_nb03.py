@@ -253,7 +253,7 @@ def test_a_position_among_the_plans_that_build_names_a_refused_or_the_slow_plan(
 
     medians = [1.0 + 0.1 * ((7 * i) % 5) for i in range(count)]
     table = pd.DataFrame({"median_ms": medians, "check": ["PASS"] * count})
-    refused = set(nb03.refused_ahead_of_fastest(table))
+    refused = set(nb03.refused_plans(table))
     assert refused and 0 in refused | {int(table["median_ms"].idxmax())}
     builds = [i for i in range(count) if i not in refused]
     ahead = count // 2 + 1 if count > 2 else 1          # the refused region, the kept slow plan included

@@ -40,6 +40,51 @@ def test_options_that_cannot_be_read_are_no_verdict():
     assert nb07.options_problem(object(), Cache()) is None
 
 
+def test_outputs_intact_refuses_an_output_a_later_request_overwrote():
+    y = torch.ones(3)
+    nb07.outputs_intact([("request 1 (batch 2)", y, y.clone())])
+    shared = torch.ones(3)
+    returned = [("request 1 (batch 2)", shared, shared.clone())]
+    shared.fill_(2)   # request 3, the same shape, wrote into the same tensor
+    with pytest.raises(X.Wrong, match=r"^the output of request 1 \(batch 2\) changed after serve returned it"):
+        nb07.outputs_intact(returned)
+
+
+def test_restored_from_wants_the_given_text_loaded_and_nothing_built():
+    """With stand-ins for the cache and a graph: a load of the text passes; a cache warmed by a build, or loaded
+    with another text, or another cache loaded, fails in one line."""
+    from helpers.exercises.provenance import tracing
+    from tests.support import StandInGraph
+
+    class Cache:
+        def deserialize(self, text):
+            self.text = text
+
+    class Graph(StandInGraph):
+        def execute(self, pack, workspace=None, handle=None):
+            super().execute(pack, workspace, handle)
+
+        def validate(self):
+            pass
+
+    def restore(body):
+        cache = Cache()
+        with tracing(classes=(Graph,), cuda_graph_classes=(), cache_classes=(Cache,)) as trace, trace.answer():
+            returned = body(cache)
+        return trace, returned
+
+    trace, loaded = restore(lambda cache: (cache.deserialize("{saved}"), cache)[1])
+    nb07.restored_from(trace, loaded, "{saved}")
+    trace, loaded = restore(lambda cache: (Graph(lambda x: {"y": x}, {"x": 1}, {"y": 2}).validate(), cache)[1])
+    with pytest.raises(X.Wrong, match=r"^restore_cache built 1 graph\(s\): restoring is loading the text"):
+        nb07.restored_from(trace, loaded, "{saved}")
+    for body in (lambda cache: (cache.deserialize("{other}"), cache)[1],
+                 lambda cache: (cache.deserialize("{saved}"), Cache())[1]):
+        trace, loaded = restore(body)
+        with pytest.raises(X.Wrong, match=r"^the cache you returned was not loaded from the text you were given"):
+            nb07.restored_from(trace, loaded, "{saved}")
+
+
 def test_answers_unpack_to_graph_and_pack_or_say_what_is_wrong():
     class IO:
         def pack(self):

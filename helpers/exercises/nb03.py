@@ -106,7 +106,7 @@ def _as_index(value):
         return value
 
 
-def refused_ahead_of_fastest(table) -> list[int]:
+def refused_plans(table) -> list[int]:
     """The plans to refuse, from the checker's timing ``table``: the first half of the ranked list and one more
     (``n // 2 + 1`` plans), except the slowest of them that timed (kept, so the first plan that builds is a slow
     one). Every plan that builds after them has a position among the plans that build below ``n // 2 + 1``: that
@@ -180,7 +180,7 @@ def check_fastest_plan(answer):
     # The checker's own pass over every plan, as section 5 does it (each plan checked against the reference);
     # then every plan ahead of the fastest is refused, so the answer's plan list holds failures before the winner.
     table = autotune.time_plans(graph, io.pack(), check=autotune.check_with(t["y"], ref), warmup=3, iters=15, max_ms=MAX_MS)
-    refused = refused_ahead_of_fastest(table)
+    refused = refused_plans(table)
     refuse_plans(graph, refused)
     for i in refused:
         table.loc[i, ["result", "median_ms"]] = ["build failed: refused on the checker's graph", float("nan")]

@@ -148,6 +148,28 @@ def _distinct(graphs: list) -> list:
     return seen
 
 
+def outputs_intact(returned) -> None:
+    """``Wrong`` in one line unless every output still holds what it held when ``serve`` returned it
+    (``returned``: ``(what, y, a copy of y then)`` per request)."""
+    import torch
+
+    for what, y, as_returned in returned:
+        if not torch.equal(y, as_returned):
+            raise Wrong(f"the output of {what} changed after serve returned it: a later request wrote into it — "
+                        "give every request a y of its own")
+
+
+def restored_from(trace, loaded, text) -> None:
+    """``Wrong`` in one line unless, while ``restore_cache`` ran (``trace``), no graph was built and the cache it
+    returned (``loaded``) was deserialized from ``text`` itself."""
+    if trace.builds:
+        raise Wrong(f"restore_cache built {len(_distinct([g for _, g in trace.builds]))} graph(s): restoring is "
+                    "loading the text into a new cache (deserialize), with no build")
+    if not any(cache is loaded and data == text for cache, data in trace.cache_loads):
+        raise Wrong("the cache you returned was not loaded from the text you were given: deserialize that text "
+                    "into it")
+
+
 @checker("07.serve", needs=("kernel_cache",))
 def check_serve(serve):
     import torch
@@ -208,10 +230,7 @@ def check_serve(serve):
             if len(built) != len(seen):
                 raise Wrong(f"{what}: {len(built)} graphs built so far for {len(seen)} distinct shapes; build only "
                             "when graphs has none for this shape")
-    for what, y, as_returned in returned:
-        if not torch.equal(y, as_returned):
-            raise Wrong(f"the output of {what} changed after serve returned it: a later request wrote into it — "
-                        "give every request a y of its own")
+    outputs_intact(returned)
     for graph in built:
         problem = options_problem(graph, cache)
         if problem:
@@ -254,12 +273,7 @@ def check_restore_cache(restore_cache):
     if type(loaded) is not type(saved):
         raise Wrong(f"restore_cache returned a {type(loaded).__name__}, not a kernel cache "
                     "(cudnn.create_kernel_cache())")
-    if trace.builds:
-        raise Wrong(f"restore_cache built {len(_distinct([g for _, g in trace.builds]))} graph(s): restoring is "
-                    "loading the text into a new cache (deserialize), with no build")
-    if not any(cache is loaded and data == text for cache, data in trace.cache_loads):
-        raise Wrong("the cache you returned was not loaded from the text you were given: deserialize that text "
-                    "into it")
+    restored_from(trace, loaded, text)
     try:  # a cache that holds the text refuses a second load; an empty one takes it
         loaded.deserialize(text)
     except Exception:

@@ -448,7 +448,6 @@ class _Hooks:
         return self.trace.capturing()
 
     def executed(self, run: GraphRun) -> None:
-        run.captured = self.trace.capturing()
         self.trace.graph_executed(run)
 
 
@@ -476,31 +475,28 @@ def _kernel_cache_classes() -> tuple:
     return (cls,) if cls is not None else ()
 
 
+def _then(notify: Callable) -> Callable:
+    """A ``_patch`` maker: the original method, then ``notify(self, *args, **kwargs)``."""
+    def make(original):
+        def watched(self, *args, **kwargs):
+            result = original(self, *args, **kwargs)
+            notify(self, *args, **kwargs)
+            return result
+        return watched
+    return make
+
+
 def _watch_captures(trace: Trace, saved: list, classes: tuple) -> None:
+    def end(original):
+        def capture_end(self, *args, **kwargs):
+            trace.capture_ended(self)   # before the original: what follows is no longer captured
+            return original(self, *args, **kwargs)
+        return capture_end
+
     for cls in classes:
-        def begin(original):
-            def capture_begin(self, *args, **kwargs):
-                result = original(self, *args, **kwargs)
-                trace.capture_began(self)
-                return result
-            return capture_begin
-
-        def end(original):
-            def capture_end(self, *args, **kwargs):
-                trace.capture_ended(self)
-                return original(self, *args, **kwargs)
-            return capture_end
-
-        def replay(original):
-            def replay_(self, *args, **kwargs):
-                result = original(self, *args, **kwargs)
-                trace.replayed(self)
-                return result
-            return replay_
-
-        _patch(saved, cls, "capture_begin", begin)
+        _patch(saved, cls, "capture_begin", _then(lambda graph, *a, **k: trace.capture_began(graph)))
         _patch(saved, cls, "capture_end", end)
-        _patch(saved, cls, "replay", replay)
+        _patch(saved, cls, "replay", _then(lambda graph, *a, **k: trace.replayed(graph)))
 
 
 def _watch_builds(trace: Trace, saved: list, classes: tuple) -> None:
@@ -521,14 +517,11 @@ def _watch_builds(trace: Trace, saved: list, classes: tuple) -> None:
 
 
 def _watch_cache_loads(trace: Trace, saved: list, classes: tuple) -> None:
+    def loaded(cache, *args, **kwargs):
+        trace.cache_loads.append((cache, args[0] if args else kwargs.get("data")))
+
     for cls in classes:
-        def make(original):
-            def deserialize(self, *args, **kwargs):
-                result = original(self, *args, **kwargs)
-                trace.cache_loads.append((self, args[0] if args else kwargs.get("data")))
-                return result
-            return deserialize
-        _patch(saved, cls, "deserialize", make)
+        _patch(saved, cls, "deserialize", _then(loaded))
 
 
 @contextmanager
@@ -538,8 +531,6 @@ def tracing(*, snapshot: bool = False, classes: tuple | None = None, cuda_graph_
     leaving, whatever happens inside. ``snapshot``: ``graph_runs``' copy of each output after its execute (not
     inside a capture). ``classes``, ``cuda_graph_classes``, ``cache_classes``: what to watch (default the cuDNN
     ``pygraph``, ``torch.cuda.CUDAGraph``, the frontend's kernel cache); tests pass stand-ins."""
-    import torch  # noqa: F401  (the dispatch mode needs it loaded)
-
     from .graph_runs import graph_classes
 
     graphs = classes if classes is not None else graph_classes()
