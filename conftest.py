@@ -38,6 +38,7 @@ def pytest_configure(config):
     from tools.execute import INLINE_BACKEND
 
     os.environ["MPLBACKEND"] = INLINE_BACKEND
+    os.environ["COURSE_HEADLESS"] = "1"  # nbval's kernels: no progress-bar redraws in the compared outputs
     if os.environ.get("COURSE_RESULTS_DIR"):
         return
     scratch = Path(tempfile.mkdtemp(prefix="course-results-"))

@@ -55,9 +55,12 @@ from .cuda_runtime import cuda_call
 # a worker program in a fresh process
 from .workers import WorkerError, run_worker
 
+# a live progress bar for a learner; headless runs store one line instead of its redraws
+from .progress import progress
+
 # plots in one style: colour by role, legends outside the data, hatches explained, log axes in plain numbers
-from .plotting import (HATCH, bar_compare, color_for, hatch_handle, legend_outside, line_compare, plain_log_ticks,
-                       plot_sweep, shared_legend, use_style)
+from .plotting import (HATCH, bar_compare, color_for, hatch_handle, legend_outside, line_compare, mark_log_axes,
+                       plain_log_ticks, plot_sweep, shared_legend, use_style)
 
 # headline numbers, recorded to results/<gpu>.csv
 from .results import record

@@ -14,6 +14,7 @@ from typing import Callable
 import torch
 
 from .lessons.attention import math_fits
+from .deep_dives import SWITCH as DEEP_DIVES_SWITCH, install as install_deep_dives
 from .errors import CourseError
 
 
@@ -243,9 +244,9 @@ COMPILE_MODES = ("default", "max-autotune-no-cudagraphs")               # torch.
 # -- the rules, per notebook -------------------------------------------------------------------
 
 RULES: dict[str, list[Rule]] = {
-    "01": [*positive_int("BATCH", "M", "K", "N"), *io_dtype(), *seed()],
+    "01": [*flag("DEEP_DIVES"), *positive_int("BATCH", "M", "K", "N"), *io_dtype(), *seed()],
 
-    "02": [
+    "02": [*flag("DEEP_DIVES"),
         *positive_int("N", "C", "HW", "K", "RS", "STRIDE"),
         *_int_at_least(0, "PAD"),
         Rule(("RS", "HW", "PAD"), _conv_output_ok,
@@ -263,7 +264,7 @@ RULES: dict[str, list[Rule]] = {
         *seed(),
     ],
 
-    "03": [
+    "03": [*flag("DEEP_DIVES"),
         *shape_dict("SHAPE", CONV_SHAPE_KEYS),
         *square("SHAPE"),
         *list_of("EXTRA_SHAPES", _square_conv_shape, True, "a dict like SHAPE: ints ≥ 1 for N, C, H, W, K, "
@@ -283,7 +284,7 @@ RULES: dict[str, list[Rule]] = {
         *seed(),
     ],
 
-    "04": [
+    "04": [*flag("DEEP_DIVES"),
         *shape_tuple("SMALL", ("batch", "M", "K", "N")),
         *shape_tuple("LARGE", ("batch", "M", "K", "N")),
         *shape_tuple("FP8_SHAPE", ("batch", "M", "K", "N")),
@@ -298,7 +299,7 @@ RULES: dict[str, list[Rule]] = {
         *seed(),
     ],
 
-    "05": [
+    "05": [*flag("DEEP_DIVES"),
         *positive_int("CHECK_B", "CHECK_H", "CHECK_S", "CHECK_D", "CHECK_KV_HEADS"),
         *head_dim("CHECK_D"),
         Rule(("CHECK_S", "CHECK_B", "CHECK_H"), lambda s, b, h: math_fits(b, h, s, CHECK_SCORES_MAX_GIB, itemsize=4),
@@ -335,7 +336,7 @@ RULES: dict[str, list[Rule]] = {
         *seed(),
     ],
 
-    "06": [
+    "06": [*flag("DEEP_DIVES"),
         *shape_dict("CONV_SHAPE", CONV_SHAPE_KEYS),
         *square("CONV_SHAPE"),
         *shape_dict("MATMUL_SHAPE", ("M", "N", "K")),
@@ -353,7 +354,7 @@ RULES: dict[str, list[Rule]] = {
         *seed(),
     ],
 
-    "07": [
+    "07": [*flag("DEEP_DIVES"),
         *int_list("BATCH_SIZES", at_least=2, why=" (the first build is compared with the later ones)"),
         *positive_int("C", "K", "HW", "RS"),
         Rule(("RS",), lambda v: v % 2 == 1,
@@ -375,7 +376,7 @@ RULES: dict[str, list[Rule]] = {
         *seed(),
     ],
 
-    "08": [
+    "08": [*flag("DEEP_DIVES"),
         *positive_int("TOKENS", "HIDDEN", "LAYERS", "SWEEP_HIDDEN", "HOST_ITERS", "COMPILE_WARMUP"),
         *at_most(MAX_RUNS, RUNS_WHY, "HOST_ITERS", "COMPILE_WARMUP"),
         *int_list("SWEEP_TOKENS", at_least=2, why=" (the speedup is quoted at its first and last entries)"),
@@ -417,3 +418,5 @@ def check_parameters(notebook: str, namespace: dict) -> None:
             broken.add(rule.names[0])  # the rule's subject: later rules about it would repeat the problem
     if problems:
         raise ParameterError("; ".join(problems), failed)
+    if install_deep_dives() and namespace.get(DEEP_DIVES_SWITCH) is False:
+        print(f"{DEEP_DIVES_SWITCH} = False: the core only. Each deep-dive cell prints one line and is skipped.")

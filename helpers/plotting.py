@@ -104,6 +104,16 @@ def plain_log_ticks(ax) -> None:
     target.set_minor_formatter(NullFormatter())
 
 
+def mark_log_axes(target) -> None:
+    """Say so on every log axis of a figure or an axes: ' (log scale)' after its label, once."""
+    axes = target.axes if hasattr(target, "savefig") else [target]
+    for ax in axes:
+        for axis in (ax.xaxis, ax.yaxis):
+            label = axis.get_label_text()
+            if axis.get_scale() == "log" and "log" not in label.lower():
+                axis.set_label_text(f"{label} (log scale)" if label else "log scale")
+
+
 def legend_outside(ax, handles=None, **kwargs):
     """The axes' legend, right of its data (``LEGEND_OUTSIDE``); ``handles`` adds entries such as a hatch's."""
     found, labels = ax.get_legend_handles_labels()
@@ -181,15 +191,31 @@ def bar_compare(labels, values, *, ylabel: str, title: str, peak: float | None =
     if hatched:
         legend_outside(ax, handles=[hatch_handle(hatch_label)])
     fit_tick_labels(ax)
+    mark_log_axes(ax)
     return ax
+
+
+# Lines that are not the course's own take these markers in turn, so a rival drawn on top of the cuDNN line
+# (torch's cuDNN backend runs the same kernel) still shows both.
+RIVAL_MARKERS = ("s", "^", "D", "v", "P", "X")
+
+
+def line_style(label: str, index: int) -> dict:
+    """The course's own line (role 'cudnn') thick, solid, round markers and on top; each rival thinner,
+    dashed, with its own marker, so lines that coincide stay distinguishable."""
+    if role_of(label) == "cudnn":
+        return dict(marker="o", linewidth=2.6, markersize=7, zorder=4)
+    return dict(marker=RIVAL_MARKERS[index % len(RIVAL_MARKERS)], linewidth=1.4, markersize=6, linestyle="--",
+                markerfacecolor="none", zorder=3)
 
 
 def _lines_on_grid(ax, table, xs, colors, logx: bool, logy: bool, legend: bool):
     """One line per column of ``table`` (index = x) over every x in ``xs``: a missing point is NaN and breaks
     its line; log axes ticked at the data (x) and in plain numbers (y)."""
-    for label in table.columns:
+    for i, label in enumerate(table.columns):
         part = table[label].reindex(xs)
-        ax.plot(xs, part.astype(float).values, marker="o", label=str(label), color=color_for(str(label), colors))
+        ax.plot(xs, part.astype(float).values, label=str(label), color=color_for(str(label), colors),
+                **line_style(str(label), i))
     if logx:
         ax.set_xscale("log")
         ticks_at_data(ax, xs)
@@ -217,6 +243,7 @@ def line_compare(df, *, x: str, y: str, hue: str, ylabel: str, title: str, logx:
     ax.set_xlabel(x)
     ax.set_ylabel(ylabel)
     ax.set_title(title)
+    mark_log_axes(ax)
     return ax
 
 
@@ -274,4 +301,5 @@ def plot_sweep(df, *, x: str, y: str = "TFLOP/s", kind: str = "line", ax=None, t
         ax.set_title(title)
     if legend:
         legend_outside(ax)
+    mark_log_axes(ax)
     return ax

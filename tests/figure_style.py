@@ -112,6 +112,8 @@ def _axis_problems(fig, renderer) -> list[str]:
             target = ax.xaxis if axis == "x" else ax.yaxis
             if target.get_scale() != "log":
                 continue
+            if "log" not in target.get_label_text().lower():
+                problems.append(f"log {axis} axis of {_name(ax)} does not say it is log: H.mark_log_axes(fig)")
             lo, hi = sorted(ax.get_xlim() if axis == "x" else ax.get_ylim())
             labelled = _labelled_ticks(target, lo, hi)
             powers = [t for _, t in labelled if "^" in t or "times" in t]

@@ -65,6 +65,8 @@ SIZES_07 = "[1, 2, 4, 8, 16, 32, 64]"
 
 # (notebook, parameters to change, substrings the message must hold): one broken rule each
 BAD = [
+    *[(nb, {"DEEP_DIVES": "no"}, ["DEEP_DIVES = 'no'", "True or False"]) for nb in ("01", "02", "03", "04", "05", "06",
+                                                                                   "07", "08")],
     *ints("01", "BATCH", "M", "K"), ("01", {"N": 2.5}, ["N = 2.5", "int ≥ 1"]),
     ("01", {"IO_DTYPE": torch.float32}, DTYPE_BAD), *seeds("01"),
 

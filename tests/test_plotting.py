@@ -96,11 +96,24 @@ def _good_figure():
     P.plain_log_ticks(ax_bars)
     fig.tight_layout()
     P.shared_legend(fig, [ax_lines])
+    P.mark_log_axes(fig)
     return fig
 
 
 def test_a_good_figure_has_no_problems():
     assert style_problems(_good_figure()) == []
+
+
+def test_a_log_axis_that_does_not_say_so_is_a_problem_and_mark_log_axes_fixes_it():
+    fig, ax = plt.subplots()
+    ax.plot([1, 10, 100], [1, 2, 3], label="cuDNN frontend graph")
+    ax.set_xscale("log")
+    ax.set_xlabel("sequence length")
+    assert any("does not say it is log" in p for p in style_problems(fig))
+    P.mark_log_axes(fig)
+    assert ax.get_xlabel() == "sequence length (log scale)"
+    P.mark_log_axes(fig)
+    assert ax.get_xlabel() == "sequence length (log scale)"
 
 
 # ------------------------------------------------------------------ the helpers draw figures that pass the check

@@ -2,6 +2,7 @@
 
     python -m tools.execute                  # every notebook in notebooks/, in place
     python -m tools.execute notebooks/02_*.ipynb --jobs 2 --output-dir out/
+    python -m tools.execute --core --output-dir out/core   # DEEP_DIVES = False: the core lessons, timed
 
 The log stays short: one line per notebook, then the headline numbers grouped by notebook.
 What the kernels print to their own stderr (start-up and shutdown noise) and the client's
@@ -34,7 +35,8 @@ def kernel_env() -> dict:
     """The environment a notebook kernel starts with: the caller's, with the inline matplotlib backend,
     Jupyter's current folder layout (no migration warning) and debugpy's start-up check off."""
     env = dict(os.environ)
-    env.update(MPLBACKEND=INLINE_BACKEND, JUPYTER_PLATFORM_DIRS="1", PYDEVD_DISABLE_FILE_VALIDATION="1")
+    env.update(MPLBACKEND=INLINE_BACKEND, JUPYTER_PLATFORM_DIRS="1", PYDEVD_DISABLE_FILE_VALIDATION="1",
+               COURSE_HEADLESS="1")  # progress bars print one line at the end instead of stored redraws
     return env
 
 
@@ -76,7 +78,36 @@ def _peak_memory_gib(cell) -> dict | None:
     return None
 
 
-def execute_one(path: str, output_dir: str | None, timeout: int, allow_errors: bool) -> tuple[str, str, float]:
+CORE_RUNTIMES = ROOT / "results" / "core_runtimes.json"
+
+
+def inject_core_switch(nb) -> None:
+    """Set ``DEEP_DIVES = False`` in a cell right after the parameters cell (as papermill injects parameters)."""
+    import nbformat
+
+    at = next(i for i, c in enumerate(nb.cells) if "parameters" in c.get("metadata", {}).get("tags", []))
+    cell = nbformat.v4.new_code_cell("DEEP_DIVES = False  # injected by python -m tools.execute --core")
+    cell.metadata["tags"] = ["injected-parameters"]
+    nb.cells.insert(at + 1, cell)
+
+
+def record_core_runtimes(results: list[tuple[str, str, float]]) -> None:
+    """Each core run's wall time, by notebook, for tools.reading_time's README table."""
+    import json
+
+    from helpers.device import device_info
+
+    known = json.loads(CORE_RUNTIMES.read_text()) if CORE_RUNTIMES.exists() else {}
+    gpu = device_info().name
+    for name, status, runtime in results:
+        if status == "ok":
+            known[Path(name).stem] = {"runtime_s": round(runtime, 1), "gpu": gpu}
+    CORE_RUNTIMES.parent.mkdir(parents=True, exist_ok=True)
+    CORE_RUNTIMES.write_text(json.dumps(dict(sorted(known.items())), indent=1) + "\n")
+
+
+def execute_one(path: str, output_dir: str | None, timeout: int, allow_errors: bool,
+                core: bool = False) -> tuple[str, str, float]:
     import nbformat
     from nbclient import NotebookClient
     from nbclient.exceptions import CellExecutionError
@@ -95,6 +126,8 @@ def execute_one(path: str, output_dir: str | None, timeout: int, allow_errors: b
     log_path = LOG_DIR / f"{path.stem}.log"
     log_path.write_text("")
     logger = _file_logger(log_path)
+    if core:
+        inject_core_switch(nb)
     nb.cells.append(nbformat.v4.new_code_cell(PEAK_MEMORY_CELL))
     client = NotebookClient(nb, km=_kernel_manager(), timeout=timeout, allow_errors=allow_errors,
                             resources={"metadata": {"path": str(path.parent)}}, log=logger)
@@ -113,7 +146,7 @@ def execute_one(path: str, output_dir: str | None, timeout: int, allow_errors: b
     errors = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []) if o.get("output_type") == "error"]
     if status == "ok" and errors:
         status = f"error: {len(errors)} cell(s) raised ({errors[0].get('ename')}: {errors[0].get('evalue', '')[:120]})"
-    if status == "ok":
+    if status == "ok" and not core:  # a core run is a timing, not the stored notebook
         write_stamp(nb, runtime_s=runtime, peak_memory_gib=peak, prose_claims=prose_record(nb))
     else:
         status += f"  [kernel log: {log_path.relative_to(ROOT)}]"
@@ -130,7 +163,12 @@ def main(argv=None) -> int:
     parser.add_argument("--jobs", type=int, default=1, help="notebooks at once (timings are only honest with 1)")
     parser.add_argument("--timeout", type=int, default=900, help="seconds per cell")
     parser.add_argument("--allow-errors", action="store_true", help="keep going past a failing cell (debugging)")
+    parser.add_argument("--core", action="store_true",
+                        help="DEEP_DIVES = False: run the core lessons only (needs --output-dir); times go to "
+                             "results/core_runtimes.json")
     args = parser.parse_args(argv)
+    if args.core and not args.output_dir:
+        parser.error("--core needs --output-dir: the stored notebooks carry full runs")
 
     from helpers.device import PROFILE_ENV, active_profile, has_gpu
 
@@ -156,13 +194,16 @@ def main(argv=None) -> int:
 
     if args.jobs > 1:
         with cf.ProcessPoolExecutor(args.jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
-            futures = [pool.submit(execute_one, p, args.output_dir, args.timeout, args.allow_errors) for p in paths]
+            futures = [pool.submit(execute_one, p, args.output_dir, args.timeout, args.allow_errors,
+                                   args.core) for p in paths]
             for fut in cf.as_completed(futures):
                 report(fut.result())
     else:
         for p in paths:
-            report(execute_one(p, args.output_dir, args.timeout, args.allow_errors))
+            report(execute_one(p, args.output_dir, args.timeout, args.allow_errors, args.core))
 
+    if args.core:
+        record_core_runtimes(results)
     from helpers.results import headline_table
 
     if not args.output_dir:  # the CSV is derived from the stored outputs, so the two cannot drift

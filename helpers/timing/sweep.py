@@ -83,9 +83,9 @@ def perf_sweep(points: list[dict] | dict, paths: Callable[..., dict], *, flops: 
         raise TypeError(f"paths must be a function of the point's parameters, got {type(paths).__name__}")
     iterator = points
     if progress:
-        from tqdm import tqdm  # the text bar: tqdm.auto warns in a notebook without ipywidgets
+        from ..progress import progress as _progress
 
-        iterator = tqdm(points, desc=desc, leave=False)
+        iterator = _progress(points, desc)
     rows = []
     for point in iterator:
         work = flops(**point) if flops else None

@@ -1,0 +1,103 @@
+"""The workshop budget (README, 'Workshop'): tools.reading_time's formula, the DEEP_DIVES switch, and the budget
+itself on the stored notebooks."""
+import json
+import types
+
+import pytest
+
+from helpers import deep_dives
+from helpers.progress import progress
+from tools import reading_time as rt
+from tools.execute import inject_core_switch
+from tools.notebooks import notebook_paths
+
+
+def md(text, id="m"):
+    return {"cell_type": "markdown", "source": text, "id": id, "metadata": {}}
+
+
+def code(text, outputs=(), id="c"):
+    return {"cell_type": "code", "source": text, "id": id, "metadata": {}, "outputs": list(outputs)}
+
+
+def test_the_formula_counts_words_code_lines_and_output_lines():
+    assert rt.markdown_words("Read [the docs](https://x.y/z) — **now**, <b>please</b>.") == 5
+    assert rt.code_lines("x = 1\n\n# a comment\n  y = 2  # trailing\n") == 2
+    cell = code("print(1)", [{"output_type": "stream", "name": "stdout", "text": "a\nb\n"},
+                             {"output_type": "display_data", "data": {"image/png": "..", "text/plain": "<Figure>"}},
+                             {"output_type": "execute_result", "data": {"text/html": "<tr><tr><tr>", "text/plain": "x"}}])
+    assert rt.output_lines(cell) == 2 + 1 + 3
+    part = rt.measure([md("one two three four"), cell])
+    assert part.minutes == pytest.approx(4 / 200 + 1 / 10 + 6 / 60)
+
+
+def test_the_core_ends_at_the_deep_dives_heading_and_api_references_are_counted():
+    nb = {"cells": [md("# 02 · Title"), code("g = cudnn.pygraph()\ny = g.conv_fprop(x, w)\nH.check(y, ref)"),
+                    md("# Deep dives\n\nOptional."), code("# Deep dive A: a sweep\nH.perf_sweep(p, f)")]}
+    core, deep = rt.split(nb)
+    assert len(core) == 2 and len(deep) == 2
+    part = rt.measure(core)
+    assert (part.api, part.helpers) == (2, 1)
+    assert rt.measure([code("torch.add(a, b)\nH.build(g)\nplt.plot(x)")]).api == 0
+
+
+def test_the_budget_names_each_breach():
+    nb = rt.Notebook("09_x", rt.measure([md("w " * 200), code("\n".join(["H.check(y)"] * 30))]), rt.Part(), 1,
+                     ["d1"], [], None, None)
+    found = "\n".join(rt.problems([nb]))
+    for expected in ("200 words", "30 lines", "without a '# Deep dive X", "0 cuDNN API references"):
+        assert expected in found
+
+
+def test_a_marked_cell_prints_one_line_and_skips_only_when_the_switch_is_off():
+    shell = types.SimpleNamespace(user_ns={})
+    skip = deep_dives._transformer(shell)
+    cell = ["# Deep dive B: the sweep\n", "raise SystemExit\n"]
+    assert skip(cell) == cell                                   # default: runs
+    shell.user_ns["DEEP_DIVES"] = False
+    assert skip(cell) == ["print('skipped: deep dive B (the sweep), DEEP_DIVES = False')\n"]
+    assert skip(["x = 1\n"]) == ["x = 1\n"]                    # a core cell always runs
+    assert deep_dives.marker("# Deep dive A · clocks\nx") == ("A", "clocks")
+    assert deep_dives.marker("# deep diving\nx") is None
+
+
+def test_install_is_a_no_op_outside_ipython():
+    assert deep_dives.install() is False
+
+
+def test_a_core_run_injects_the_switch_after_the_parameters_cell():
+    import nbformat
+
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("import helpers"),
+                                         nbformat.v4.new_code_cell("DEEP_DIVES = True")])
+    nb.cells[1].metadata["tags"] = ["parameters"]
+    inject_core_switch(nb)
+    assert nb.cells[2].source.startswith("DEEP_DIVES = False") and len(nb.cells) == 3
+
+
+def test_headless_progress_prints_one_line(monkeypatch, capsys):
+    monkeypatch.setenv("COURSE_HEADLESS", "1")
+    assert list(progress(range(3), "points")) == [0, 1, 2]
+    out = capsys.readouterr()
+    assert out.out.startswith("points: 3 steps in") and out.err == ""
+
+
+BOOKS = rt.read_all()
+
+
+@pytest.mark.parametrize("book", BOOKS, ids=[b.name for b in BOOKS])
+def test_each_notebook_keeps_the_workshop_budget(book):
+    assert rt.problems([book]) == []
+
+
+def test_all_cores_fit_one_day_and_the_readme_table_is_current():
+    assert sum(b.core.minutes for b in BOOKS) <= rt.CORES_MAX_MIN
+    assert rt.readme_current(BOOKS), "README's reading-time table is stale: python -m tools.reading_time --write"
+
+
+def test_no_stored_output_holds_a_progress_bar():
+    for path in notebook_paths():
+        for cell in json.loads(path.read_text())["cells"]:
+            for out in cell.get("outputs", []):
+                text = "".join(out.get("text", "")) if out.get("output_type") == "stream" else ""
+                assert "\r" not in text and "it/s]" not in text, f"{path.name} {cell.get('id')}: a stored progress bar"

@@ -1,0 +1,259 @@
+"""How long each notebook takes to read, split into its core lesson and its deep dives.
+
+    python -m tools.reading_time            # the table, and whether the workshop budget holds
+    python -m tools.reading_time --write    # also rewrite README's table (between its reading-time markers)
+    python -m tools.reading_time --check    # exit 1 if the budget is broken or README's table is stale
+
+Minutes = markdown words / 200 + code lines / 10 + output lines / 60, where a code line is neither blank nor
+a comment, and an output line is a line of printed text, a row of an HTML table, or a line of a plain-text
+result (a figure counts one line). A notebook's core is every cell before its ``# Deep dives`` heading;
+everything after it is deep dives, and each code cell there starts with a ``# Deep dive X: ...`` marker
+(``helpers/deep_dives.py``). The run times beside the minutes are the stored full run (the stamp of
+``tools.execute``) and the core-only run (``tools.execute --core``, ``results/core_runtimes.json``).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from helpers.deep_dives import marker
+from .notebooks import notebook_paths, stamp
+
+ROOT = Path(__file__).resolve().parent.parent
+CORE_RUNTIMES = ROOT / "results" / "core_runtimes.json"
+README = ROOT / "README.md"
+
+# The workshop budget (README, "Workshop")
+CORE_MAX_MIN = 45          # one notebook's core
+CORES_MAX_MIN = 300        # all eight cores: one day
+MARKDOWN_MAX_WORDS = 150   # any markdown cell
+CORE_CELL_MAX_LINES = 25   # any code cell of a core, every line counted
+
+WORDS_PER_MIN, CODE_LINES_PER_MIN, OUTPUT_LINES_PER_MIN = 200, 10, 60
+DEEP_DIVES_HEADING = re.compile(r"^#\s+Deep dives\b")
+START, END = "<!-- reading-time:start -->", "<!-- reading-time:end -->"
+
+# The cuDNN frontend in a line of code: the module itself, or a method of a graph, plan, handle or cache.
+FRONTEND_METHODS = (
+    "tensor", "tensor_like", "conv_fprop", "conv_dgrad", "conv_wgrad", "matmul", "pointwise", "add", "mul", "sub",
+    "div", "relu", "gelu", "silu", "tanh", "sigmoid", "relu_backward", "gelu_backward", "scale", "bias",
+    "reduction", "sdpa", "sdpa_backward", "sdpa_fp8", "sdpa_fp8_backward", "layernorm", "layernorm_backward",
+    "rmsnorm", "rmsnorm_backward", "batchnorm", "batchnorm_backward", "batchnorm_inference", "genstats",
+    "validate", "build_operation_graph", "create_execution_plans", "check_support", "build_plans", "build",
+    "build_plan_at_index", "get_execution_plan_count", "execute", "execute_plan_at_index", "select_plan",
+    "get_workspace_size", "get_workspace_size_plan_at_index", "deselect_engines", "deselect_workspace_greater_than",
+    "deselect_behavior_notes", "deselect_numeric_notes", "select_behavior_notes", "select_numeric_notes",
+    "set_uid", "set_output", "set_data_type", "set_dim", "set_stride", "set_name", "set_is_virtual", "get_uid",
+    "serialize", "deserialize", "populate_cuda_graph", "update_cuda_graph", "get_plan_name_at_index",
+    "get_engine_count", "get_knobs_for_plan_at_index", "query_tensor_attributes_of_uid", "get_behavior_notes",
+    "get_behavior_notes_for_plan_at_index", "set_kernel_cache", "mark_output",
+)
+_NOT_FRONTEND = r"(?!(?:H|torch|F|np|plt|pd|math|os|sys|json|time|re|pathlib|subprocess|self|ax|axes|fig)\b)"
+API_REF = re.compile(r"\bcudnn\.\w+|\b" + _NOT_FRONTEND + r"\w+(?:\[[^\]]*\])?\.(?:" + "|".join(FRONTEND_METHODS)
+                     + r")\(")
+HELPER_REF = re.compile(r"\bH\.\w+")
+
+
+def source(cell) -> str:
+    src = cell.get("source", "")
+    return "".join(src) if isinstance(src, list) else src
+
+
+def split(nb) -> tuple[list, list]:
+    """(core cells, deep-dive cells): the deep dives start at the first '# Deep dives' markdown heading."""
+    for i, cell in enumerate(nb["cells"]):
+        if cell["cell_type"] == "markdown" and DEEP_DIVES_HEADING.match(source(cell).lstrip()):
+            return nb["cells"][:i], nb["cells"][i:]
+    return nb["cells"], []
+
+
+def markdown_words(text: str) -> int:
+    text = re.sub(r"\]\([^)]*\)", "]", text)   # a link's target is not read
+    text = re.sub(r"<[^>]+>", " ", text)        # nor HTML tags
+    return sum(1 for w in text.split() if re.search(r"\w", w))
+
+
+def code_lines(text: str) -> int:
+    return sum(1 for line in text.splitlines() if line.strip() and not line.strip().startswith("#"))
+
+
+def _text(value) -> str:
+    return "".join(value) if isinstance(value, list) else (value or "")
+
+
+def output_lines(cell) -> int:
+    n = 0
+    for out in cell.get("outputs", []):
+        kind = out.get("output_type")
+        if kind == "stream":
+            n += len(_text(out.get("text")).splitlines())
+        elif kind in ("execute_result", "display_data"):
+            data = out.get("data", {})
+            if any(k.startswith("image/") for k in data):
+                n += 1
+            elif "text/html" in data:
+                n += max(1, _text(data["text/html"]).count("<tr"))
+            else:
+                n += len(_text(data.get("text/plain")).splitlines())
+        elif kind == "error":
+            n += len(out.get("traceback", []))
+    return n
+
+
+@dataclass
+class Part:
+    words: int = 0
+    code: int = 0
+    outputs: int = 0
+    api: int = 0
+    helpers: int = 0
+    longest_markdown: int = 0
+    longest_code_cell: int = 0
+    longest_code_cell_id: str = ""
+    longest_markdown_id: str = ""
+
+    @property
+    def minutes(self) -> float:
+        return self.words / WORDS_PER_MIN + self.code / CODE_LINES_PER_MIN + self.outputs / OUTPUT_LINES_PER_MIN
+
+
+def measure(cells) -> Part:
+    part = Part()
+    for cell in cells:
+        text = source(cell)
+        if cell["cell_type"] == "markdown":
+            w = markdown_words(text)
+            part.words += w
+            if w > part.longest_markdown:
+                part.longest_markdown, part.longest_markdown_id = w, cell.get("id", "")
+        elif cell["cell_type"] == "code":
+            part.code += code_lines(text)
+            part.outputs += output_lines(cell)
+            part.api += len(API_REF.findall(text))
+            part.helpers += len(HELPER_REF.findall(text))
+            lines = len(text.rstrip("\n").splitlines())
+            if lines > part.longest_code_cell:
+                part.longest_code_cell, part.longest_code_cell_id = lines, cell.get("id", "")
+    return part
+
+
+@dataclass
+class Notebook:
+    name: str
+    core: Part
+    deep: Part
+    deep_dive_cells: int
+    unmarked: list[str]          # deep-dive code cells without a marker
+    marked_in_core: list[str]    # core code cells with one
+    full_run_s: float | None
+    core_run_s: float | None
+
+
+def read(path: Path, core_runtimes: dict | None = None) -> Notebook:
+    nb = json.loads(Path(path).read_text())
+    core, deep = split(nb)
+    code_deep = [c for c in deep if c["cell_type"] == "code"]
+    runs = core_runtimes if core_runtimes is not None else (
+        json.loads(CORE_RUNTIMES.read_text()) if CORE_RUNTIMES.exists() else {})
+    return Notebook(
+        name=Path(path).stem, core=measure(core), deep=measure(deep), deep_dive_cells=len(code_deep),
+        unmarked=[c.get("id", "") for c in code_deep if marker(source(c)) is None],
+        marked_in_core=[c.get("id", "") for c in core if c["cell_type"] == "code" and marker(source(c))],
+        full_run_s=(stamp(nb) or {}).get("runtime_s"),
+        core_run_s=(runs.get(Path(path).stem) or {}).get("runtime_s"))
+
+
+def read_all(paths=None) -> list[Notebook]:
+    return [read(p) for p in (paths or notebook_paths())]
+
+
+def problems(books: list[Notebook]) -> list[str]:
+    """Every way the workshop budget is broken, one line each."""
+    out = []
+    for b in books:
+        if b.core.minutes > CORE_MAX_MIN:
+            out.append(f"{b.name}: the core reads in {b.core.minutes:.0f} min, over {CORE_MAX_MIN}")
+        for part, label in ((b.core, "core"), (b.deep, "deep dives")):
+            if part.longest_markdown > MARKDOWN_MAX_WORDS:
+                out.append(f"{b.name}: markdown cell {part.longest_markdown_id} ({label}) has "
+                           f"{part.longest_markdown} words, over {MARKDOWN_MAX_WORDS}")
+        if b.core.longest_code_cell > CORE_CELL_MAX_LINES:
+            out.append(f"{b.name}: core code cell {b.core.longest_code_cell_id} has {b.core.longest_code_cell} lines, "
+                       f"over {CORE_CELL_MAX_LINES}")
+        if b.core.api < b.core.helpers:
+            out.append(f"{b.name}: the core has {b.core.api} cuDNN API references and {b.core.helpers} H.* calls: "
+                       f"the API must be at least as visible")
+        if b.unmarked:
+            out.append(f"{b.name}: deep-dive code cells without a '# Deep dive X: ...' first line: {b.unmarked}")
+        if b.marked_in_core:
+            out.append(f"{b.name}: core code cells marked as deep dives: {b.marked_in_core}")
+    total = sum(b.core.minutes for b in books)
+    if total > CORES_MAX_MIN:
+        out.append(f"all cores read in {total:.0f} min, over {CORES_MAX_MIN}")
+    return out
+
+
+def _run(seconds) -> str:
+    return "—" if seconds is None else f"{seconds / 60:.1f} min"
+
+
+def table(books: list[Notebook]) -> str:
+    rows = ["| notebook | core: read | deep dives: read | core: API refs / `H.*` | H200 run: core | H200 run: all |",
+            "|---|---:|---:|---:|---:|---:|"]
+    for b in books:
+        rows.append(f"| {b.name} | {b.core.minutes:.0f} min | {b.deep.minutes:.0f} min | {b.core.api} / "
+                    f"{b.core.helpers} | {_run(b.core_run_s)} | {_run(b.full_run_s)} |")
+    core = sum(b.core.minutes for b in books)
+    deep = sum(b.deep.minutes for b in books)
+    api, helpers = sum(b.core.api for b in books), sum(b.core.helpers for b in books)
+    core_run = sum(b.core_run_s for b in books) if all(b.core_run_s for b in books) else None
+    full_run = sum(b.full_run_s for b in books) if all(b.full_run_s for b in books) else None
+    rows.append(f"| **all** | **{core:.0f} min** | {deep:.0f} min | {api} / {helpers} | {_run(core_run)} | "
+                f"{_run(full_run)} |")
+    return "\n".join(rows)
+
+
+def readme_block(books: list[Notebook]) -> str:
+    return f"{START}\n{table(books)}\n{END}"
+
+
+def readme_current(books: list[Notebook], readme: Path = README) -> bool:
+    return readme_block(books) in readme.read_text()
+
+
+def write_readme(books: list[Notebook], readme: Path = README) -> bool:
+    text = readme.read_text()
+    if START not in text or END not in text:
+        raise SystemExit(f"{readme.name} has no {START} … {END} block to rewrite")
+    new = re.sub(re.escape(START) + r".*?" + re.escape(END), lambda _: readme_block(books), text, flags=re.S)
+    readme.write_text(new)
+    return new != text
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--write", action="store_true", help="rewrite README's reading-time table")
+    parser.add_argument("--check", action="store_true", help="exit 1 if the budget breaks or README's table is stale")
+    args = parser.parse_args(argv)
+    books = read_all()
+    print(table(books))
+    if args.write:
+        print("README table rewritten" if write_readme(books) else "README table already current")
+    found = problems(books)
+    for line in found:
+        print("over budget:", line)
+    if not found:
+        print(f"budget met: every core ≤ {CORE_MAX_MIN} min, all cores ≤ {CORES_MAX_MIN} min, markdown cells ≤ "
+              f"{MARKDOWN_MAX_WORDS} words, core code cells ≤ {CORE_CELL_MAX_LINES} lines, API ≥ H.* in each core")
+    if args.check and not args.write and not readme_current(books):
+        print("README's reading-time table is stale: python -m tools.reading_time --write")
+        return 1
+    return 1 if (args.check and found) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
