@@ -10,7 +10,7 @@ Example: ``("02", "227589c0", "faster"): "bias + ReLU in the epilogue saves two 
 REVIEWED: dict[tuple[str, str, str], str] = {
     ('02', 'c1518a60', 'slower'): 'mechanism: a per-call time is the larger of host and GPU time, so a heavy wrapper shows up per call on any GPU',
     ('03', '80c645dc', 'slower'): 'defines the max_ms rule (a first run over the limit is timed once), not a measurement',
-    ('03', 'f0bb3367', 'slower'): "a possibility ('can be'), not a verdict; the candidate tables print each plan's time",
+    ('03', '383fb5be', 'faster'): "names the two outcomes section 6 decides between and prints from the run, not a verdict",
     ('03', 'd62b516e', 'faster'): "describes the grader's rule (faster beyond the noise fails), not a measured outcome",
     ('04', '2d90f3e8', 'compute-bound'): 'a 1.1-TFLOP GEMM has an arithmetic intensity of thousands of FLOP per byte, far above the ridge point of any GPU the course runs on',
     ('04', '9a6a36ea', 'compute-bound'): 'a 1.1-TFLOP GEMM has an arithmetic intensity of thousands of FLOP per byte, far above the ridge point of any GPU the course runs on',
