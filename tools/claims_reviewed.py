@@ -8,7 +8,6 @@ Example: ``("02", "227589c0", "faster"): "bias + ReLU in the epilogue saves two 
 """
 
 REVIEWED: dict[tuple[str, str, str], str] = {
-    ('02', 'c1518a60', 'slower'): 'mechanism: a per-call time is the larger of host and GPU time, so a heavy wrapper shows up per call on any GPU',
     ('03', '80c645dc', 'slower'): 'defines the max_ms rule (a first run over the limit is timed once), not a measurement',
     ('03', '383fb5be', 'faster'): "names the two outcomes section 6 decides between and prints from the run, not a verdict",
     ('03', 'd62b516e', 'faster'): "describes the grader's rule (faster beyond the noise fails), not a measured outcome",
