@@ -205,6 +205,20 @@ def test_a_solution_line_taught_above_the_exercises_is_not_a_leak(handout):
     assert student.leaks(out, solutions) == [f"99_demo.ipynb: {ANSWER_LINE}"]
 
 
+def test_a_solution_line_in_the_deep_dives_after_the_exercises_is_not_a_leak(handout):
+    """The exercises end where the deep dives begin: a deep dive may teach a line a solution also uses."""
+    solutions, out = handout
+    nb = nbformat.read(out / "99_demo.ipynb", as_version=4)
+    nb.cells += [nbformat.v4.new_markdown_cell("# Deep dives\n\nOptional."),
+                 nbformat.v4.new_code_cell("# Deep dive A: the same line, taught\n" + ANSWER_LINE)]
+    nbformat.write(nb, out / "99_demo.ipynb")
+    assert student.leaks(out, solutions) == []
+    nb.cells[-1].source = ANSWER_LINE
+    nb.cells[-2].source = "## More"   # no deep dives heading: the exercises run to the end again
+    nbformat.write(nb, out / "99_demo.ipynb")
+    assert student.leaks(out, solutions) == [f"99_demo.ipynb: {ANSWER_LINE}"]
+
+
 def test_the_course_student_version_is_clean(tmp_path):
     """Every notebook is written; no output, stamp or solution cell survives; no solution line leaks."""
     written = student.write(tmp_path / "handout")

@@ -78,13 +78,20 @@ def solution_lines(solutions_dir: Path = SOLUTIONS) -> set[str]:
 
 
 def exercise_cells(nb) -> list:
-    """The cells from the exercises heading (a markdown heading naming "Exercise") to the end; all cells
-    when there is no such heading."""
-    for i, cell in enumerate(nb.cells):
-        first = cell.source.lstrip().splitlines()[0] if cell.source.strip() else ""
-        if cell.cell_type == "markdown" and first.startswith("#") and "exercise" in first.lower():
-            return nb.cells[i:]
-    return nb.cells
+    """The cells from the exercises heading (a markdown heading naming "Exercise") to the deep dives heading
+    (the core's end) or the notebook's end; all cells when there is no exercises heading."""
+    from .reading_time import DEEP_DIVES_HEADING
+
+    def first(cell):
+        return cell.source.lstrip().splitlines()[0] if cell.source.strip() else ""
+
+    start = next((i for i, c in enumerate(nb.cells) if c.cell_type == "markdown" and first(c).startswith("#")
+                  and "exercise" in first(c).lower()), None)
+    if start is None:
+        return nb.cells
+    end = next((i for i, c in enumerate(nb.cells) if i > start and c.cell_type == "markdown"
+                and DEEP_DIVES_HEADING.match(first(c))), len(nb.cells))
+    return nb.cells[start:end]
 
 
 def leaks(out_dir: Path, solutions_dir: Path = SOLUTIONS) -> list[str]:
