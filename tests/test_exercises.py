@@ -209,6 +209,7 @@ def test_a_solution_line_in_the_deep_dives_after_the_exercises_is_not_a_leak(han
     """The exercises end where the deep dives begin: a deep dive may teach a line a solution also uses."""
     solutions, out = handout
     nb = nbformat.read(out / "99_demo.ipynb", as_version=4)
+    nb.cells = [nbformat.v4.new_markdown_cell("## Exercises")] + nb.cells
     nb.cells += [nbformat.v4.new_markdown_cell("# Deep dives\n\nOptional."),
                  nbformat.v4.new_code_cell("# Deep dive A: the same line, taught\n" + ANSWER_LINE)]
     nbformat.write(nb, out / "99_demo.ipynb")
