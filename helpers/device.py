@@ -275,11 +275,12 @@ def _nvml_handle(index: int):
 
 def gpu_clocks(index: int | None = None) -> dict:
     """The GPU's state now, from NVML: ``sm_mhz`` (SM clock), ``max_sm_mhz``, ``power_w`` (draw, NVML's own
-    averaging), ``throttle`` (why the clock is held down: NVML's clock-event reasons, e.g. ``["sw_power_cap"]``)
+    averaging), ``power_limit_w`` (the enforced power limit the board is held under), ``throttle`` (why the
+    clock is held down: NVML's clock-event reasons, e.g. ``["sw_power_cap"]``)
     and ``reason`` ("" when read, else why not). Never raises: without pynvml (the ``nvidia-ml-py`` package),
     without a GPU, or where NVML refuses, the numbers are NaN, ``throttle`` is empty and ``reason`` says why."""
     nan = float("nan")
-    state = dict(sm_mhz=nan, max_sm_mhz=nan, power_w=nan, throttle=[], reason="")
+    state = dict(sm_mhz=nan, max_sm_mhz=nan, power_w=nan, power_limit_w=nan, throttle=[], reason="")
     try:
         if not has_gpu():
             return dict(state, reason="no GPU")
@@ -294,6 +295,7 @@ def gpu_clocks(index: int | None = None) -> dict:
     reads = dict(sm_mhz=lambda: float(pynvml.nvmlDeviceGetClockInfo(handle, sm)),
                  max_sm_mhz=lambda: float(pynvml.nvmlDeviceGetMaxClockInfo(handle, sm)),
                  power_w=lambda: pynvml.nvmlDeviceGetPowerUsage(handle) / 1000.0,
+                 power_limit_w=lambda: pynvml.nvmlDeviceGetEnforcedPowerLimit(handle) / 1000.0,   # mW, like power
                  throttle=lambda: clock_event_names(int(events(handle))))
     for key, read in reads.items():
         try:
@@ -307,12 +309,13 @@ def gpu_clocks(index: int | None = None) -> dict:
 def sample_clocks(interval_s: float = 0.01, index: int | None = None):
     """Read ``gpu_clocks()`` every ``interval_s`` seconds in a background thread while the ``with`` block runs.
     Yields a dict that is filled when the block ends: ``sm_mhz`` (mean of the samples), ``sm_mhz_min``,
-    ``power_w`` (mean), ``throttle`` (every reason seen, sorted), ``samples`` (how many were read) and
+    ``power_w`` (mean), ``power_w_max`` (the highest sample), ``power_limit_w`` (the least enforced limit read),
+    ``throttle`` (every reason seen, sorted), ``samples`` (how many were read) and
     ``reason`` (why none were, else ""). A clock read once after the GPU has gone idle can show the full clock
     again; sampled while the work runs, it shows the clock the work ran at. Never raises on its own account."""
     index = torch.cuda.current_device() if index is None and has_gpu() else index   # the caller's device
-    result = dict(sm_mhz=float("nan"), sm_mhz_min=float("nan"), power_w=float("nan"), throttle=[], samples=0,
-                  reason="")
+    result = dict(sm_mhz=float("nan"), sm_mhz_min=float("nan"), power_w=float("nan"), power_w_max=float("nan"),
+                  power_limit_w=float("nan"), throttle=[], samples=0, reason="")
     seen, stop = [], threading.Event()
 
     def poll():
@@ -337,11 +340,16 @@ def sample_clocks(interval_s: float = 0.01, index: int | None = None):
 
 
 def _clock_summary(samples: list) -> dict:
-    """Mean and least SM clock, mean power and every throttle reason of ``gpu_clocks()`` samples (none: {})."""
+    """Mean and least SM clock, mean and highest power, the least enforced power limit and every throttle reason
+    of ``gpu_clocks()`` samples (none: {})."""
     if not samples:
         return {}
     clocks = [s["sm_mhz"] for s in samples]
     powers = [s["power_w"] for s in samples if not math.isnan(s["power_w"])]
+    limits = [s.get("power_limit_w", math.nan) for s in samples]
+    limits = [w for w in limits if not math.isnan(w)]
     return dict(sm_mhz=sum(clocks) / len(clocks), sm_mhz_min=min(clocks),
                 power_w=sum(powers) / len(powers) if powers else float("nan"),
+                power_w_max=max(powers) if powers else float("nan"),
+                power_limit_w=min(limits) if limits else float("nan"),
                 throttle=sorted({name for s in samples for name in s["throttle"]}), samples=len(samples))

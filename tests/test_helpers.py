@@ -150,7 +150,8 @@ def test_datasheet_lookup_prefers_specific_names():
 
 
 # ------------------------------------------------------------------ the GPU's clocks (NVML), without a GPU
-def _fake_nvml(monkeypatch, *, clock=1755, power_mw=612_000, events=0x4, newer=True, power_fails=False):
+def _fake_nvml(monkeypatch, *, clock=1755, power_mw=612_000, limit_mw=700_000, events=0x4, newer=True,
+               power_fails=False):
     """A pynvml stand-in for device 0 (no CUDA_VISIBLE_DEVICES, so found by index) on a GPU torch 'has'."""
     import types
 
@@ -162,6 +163,7 @@ def _fake_nvml(monkeypatch, *, clock=1755, power_mw=612_000, events=0x4, newer=T
     nvml.nvmlDeviceGetClockInfo = lambda handle, kind: clock if kind == 1 else 0
     nvml.nvmlDeviceGetMaxClockInfo = lambda handle, kind: 1980
     nvml.nvmlDeviceGetPowerUsage = (lambda handle: 1 / 0) if power_fails else (lambda handle: power_mw)
+    nvml.nvmlDeviceGetEnforcedPowerLimit = lambda handle: limit_mw
     name = "nvmlDeviceGetCurrentClocksEventReasons" if newer else "nvmlDeviceGetCurrentClocksThrottleReasons"
     setattr(nvml, name, lambda handle: events)
     monkeypatch.setitem(__import__("sys").modules, "pynvml", nvml)
@@ -198,8 +200,8 @@ def test_gpu_clocks_without_pynvml_or_gpu_are_nan_with_the_reason(monkeypatch, f
 
 def test_gpu_clocks_reads_clock_power_and_throttle_reasons(monkeypatch, fresh_nvml_cache):
     _fake_nvml(monkeypatch)
-    assert H.gpu_clocks(0) == dict(sm_mhz=1755.0, max_sm_mhz=1980.0, power_w=612.0, throttle=["sw_power_cap"],
-                                   reason="")
+    assert H.gpu_clocks(0) == dict(sm_mhz=1755.0, max_sm_mhz=1980.0, power_w=612.0, power_limit_w=700.0,
+                                   throttle=["sw_power_cap"], reason="")
     _fake_nvml(monkeypatch, events=0, newer=False)   # an older nvidia-ml-py: the "throttle" name
     assert H.gpu_clocks(0)["throttle"] == []
 
@@ -208,7 +210,11 @@ def test_gpu_clocks_keeps_what_it_could_read_and_says_what_it_could_not(monkeypa
     _fake_nvml(monkeypatch, power_fails=True)
     state = H.gpu_clocks(0)
     assert state["sm_mhz"] == 1755.0 and math.isnan(state["power_w"]) and state["throttle"] == ["sw_power_cap"]
-    assert state["reason"] == "power_w: ZeroDivisionError"
+    assert state["reason"] == "power_w: ZeroDivisionError" and state["power_limit_w"] == 700.0
+    del _fake_nvml(monkeypatch).nvmlDeviceGetEnforcedPowerLimit   # an NVML without the limit: the rest still read
+    state = H.gpu_clocks(0)
+    assert math.isnan(state["power_limit_w"]) and state["power_w"] == 612.0
+    assert state["reason"] == "power_limit_w: AttributeError"
 
 
 def test_gpu_clocks_finds_no_device_when_visible_devices_reorder_and_the_uuid_is_unknown(monkeypatch,
@@ -228,7 +234,7 @@ def test_sample_clocks_averages_the_samples_read_while_the_block_runs(monkeypatc
     def fake(index=None):
         mhz, watts, why = next(readings)
         given.append((mhz, watts))
-        return dict(sm_mhz=mhz, max_sm_mhz=1980.0, power_w=watts, throttle=why, reason="")
+        return dict(sm_mhz=mhz, max_sm_mhz=1980.0, power_w=watts, power_limit_w=700.0, throttle=why, reason="")
 
     monkeypatch.setattr(device, "has_gpu", lambda: False)
     monkeypatch.setattr(device, "gpu_clocks", fake)
@@ -238,6 +244,7 @@ def test_sample_clocks_averages_the_samples_read_while_the_block_runs(monkeypatc
     assert clocks["samples"] == len(given) >= 2 and clocks["reason"] == ""
     assert clocks["sm_mhz"] == pytest.approx(sum(m for m, _ in given) / len(given)) and clocks["sm_mhz_min"] == 1800.0
     assert clocks["power_w"] == pytest.approx(sum(w for _, w in given) / len(given))
+    assert clocks["power_w_max"] == 690.0 and clocks["power_limit_w"] == 700.0
     assert clocks["throttle"] == ["sw_power_cap"]
 
 
@@ -248,6 +255,7 @@ def test_sample_clocks_without_nvml_gives_nan_no_samples_and_the_reason(monkeypa
     with H.sample_clocks(interval_s=0.001) as clocks:
         pass
     assert clocks["samples"] == 0 and math.isnan(clocks["sm_mhz"]) and math.isnan(clocks["sm_mhz_min"])
+    assert math.isnan(clocks["power_w_max"]) and math.isnan(clocks["power_limit_w"])
     assert clocks["throttle"] == [] and "pynvml is not installed" in clocks["reason"]
 
 
@@ -436,7 +444,7 @@ def test_gpu_device_facts_and_dtype():
 @requires_gpu
 def test_gpu_clocks_on_a_gpu_read_or_say_why_not():
     state = H.gpu_clocks()
-    assert set(state) == {"sm_mhz", "max_sm_mhz", "power_w", "throttle", "reason"}
+    assert set(state) == {"sm_mhz", "max_sm_mhz", "power_w", "power_limit_w", "throttle", "reason"}
     if not state["reason"]:   # pynvml there and NVML answering
         assert 0 < state["sm_mhz"] <= state["max_sm_mhz"] and all(isinstance(r, str) for r in state["throttle"])
     with H.sample_clocks() as clocks:
