@@ -12,7 +12,6 @@ REVIEWED: dict[tuple[str, str, str], str] = {
     ('03', '80c645dc', 'slower'): 'defines the max_ms rule (a first run over the limit is timed once), not a measurement',
     ('03', 'f0bb3367', 'slower'): "a possibility ('can be'), not a verdict; the candidate tables print each plan's time",
     ('03', 'd62b516e', 'faster'): "describes the grader's rule (faster beyond the noise fails), not a measured outcome",
-    ('04', '2d90f3e8', 'compute-bound'): 'a 1.1-TFLOP GEMM has an arithmetic intensity of thousands of FLOP per byte, far above the ridge point of any GPU the course runs on',
     ('04', '9a6a36ea', 'compute-bound'): 'a 1.1-TFLOP GEMM has an arithmetic intensity of thousands of FLOP per byte, far above the ridge point of any GPU the course runs on',
     ('05', 'e190421e', 'ahead'): "conditional ('where it does'): teaches how to investigate a point where torch's backend leads; the sweep prints where that happens",
     ('05', 'c7df22ed', 'gains less'): "mechanism (Amdahl): the softmax runs on the CUDA cores at the same speed in FP8 and bf16, so attention's FP8 gain is below the matmuls' on any GPU",
