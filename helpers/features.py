@@ -33,6 +33,7 @@ FEATURES = {
     "kernel_cache_serialize": ((0, 0), 91000, "serializing a kernel cache"),
     "native_cuda_graph":    ((0, 0), 90500, "cuDNN's native CUDA-graph API (with cuda-python's cuda.bindings)"),
     "override_shapes":      ((0, 0), 92100, "execute-time override shapes"),
+    "graph_wrapper":        ((0, 0), 91200, "the high-level cudnn.Graph wrapper"),
 }
 _BLOCKED_BACKENDS = {"sdpa": {91000, 91001}, "sdpa_serving": {91000, 91001}}  # known-bad SDPA releases
 

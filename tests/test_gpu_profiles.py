@@ -14,13 +14,13 @@ BACKEND = 91900  # Colab's cuDNN and the stored run's
 
 # What each GPU can run with cuDNN 9.19: the datasheets' compute capabilities against the gates' rules.
 EXPECTED = {
-    "t4": (torch.float16, {"kernel_cache", "kernel_cache_serialize", "native_cuda_graph"}),
+    "t4": (torch.float16, {"kernel_cache", "kernel_cache_serialize", "native_cuda_graph", "graph_wrapper"}),
     "l4": (torch.bfloat16, {"bf16", "sdpa", "fp8", "sdpa_serving", "kernel_cache", "kernel_cache_serialize",
-                            "native_cuda_graph"}),
+                            "native_cuda_graph", "graph_wrapper"}),
     "a100": (torch.bfloat16, {"bf16", "sdpa", "sdpa_serving", "kernel_cache", "kernel_cache_serialize",
-                              "native_cuda_graph"}),
+                              "native_cuda_graph", "graph_wrapper"}),
     "h100": (torch.bfloat16, {"bf16", "sdpa", "fp8", "sdpa_serving", "sdpa_fp8", "kernel_cache",
-                              "kernel_cache_serialize", "native_cuda_graph"}),
+                              "kernel_cache_serialize", "native_cuda_graph", "graph_wrapper"}),
 }
 
 

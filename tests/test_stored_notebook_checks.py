@@ -268,7 +268,7 @@ def test_what_nbval_masks_or_does_not_compare_leaves_the_hash_alone(nb02):
     timed.outputs[0].text = "torch.compile (default): first call (compilation) took 99 s\n"
     figure = next(c for c in edited.cells if any("image/png" in o.get("data", {}) for o in c.get("outputs", [])))
     next(o for o in figure.outputs if "image/png" in o.get("data", {})).data["image/png"] = "iVBORw0KGgo="
-    split = _cell(edited, "abe71663")                                            # one stream written in two pieces
+    split = _cell(edited, "6fdc180c")                                            # one stream written in two pieces
     first, rest = split.outputs[0].text.split("\n", 1)
     split.outputs = [new_output("stream", name="stdout", text=first + "\n"), new_output("stream", name="stdout", text=rest)]
     for cell in edited.cells:

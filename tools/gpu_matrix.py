@@ -27,7 +27,8 @@ COLAB_ORDER = ["t4", "l4", "a100", "h100"]  # cheapest first
 # What a gated cell's feature is, as a learner would name the part of the notebook it skips.
 SECTION = {"sdpa": "fused attention", "sdpa_serving": "serving attention", "sdpa_fp8": "FP8 attention",
            "fp8": "FP8 GEMM", "native_cuda_graph": "native CUDA-graph API", "override_shapes": "override shapes",
-           "kernel_cache": "kernel cache", "kernel_cache_serialize": "saved kernel cache", "bf16": "bf16"}
+           "kernel_cache": "kernel cache", "kernel_cache_serialize": "saved kernel cache", "bf16": "bf16",
+           "graph_wrapper": "cudnn.Graph wrapper"}
 
 
 def verdict(nb, profile_key: str) -> tuple[str, list[str]]:

@@ -1,11 +1,12 @@
 """GPU time without the host: what a call costs the GPU once Python dispatch is out of the way.
 
-``H.benchmark`` times each call with events around it, so it measures max(GPU time, host dispatch):
-on a small shape a path with a heavy Python wrapper (``torch.compile``'s guards, the frontend's
+``H.benchmark`` times each call with events around it, so it sees the host's dispatch wherever that is slower
+than the kernels: on a small shape a path with a heavy Python wrapper (``torch.compile``'s guards, the frontend's
 ``execute``) looks slower than its kernels are. ``H.gpu_time`` captures the calls in a CUDA graph and
 times the replays: the kernels run back to back, with no Python between them. Report both: per-call
 time is what a Python loop pays; GPU time is what the kernels cost (and what a CUDA graph, notebook
-08, gets you). ``H.timing_table`` puts them side by side (with host time per call), one row per path.
+08, gets you). They are two measurements, not one split: noise, the replay's own launch and a different L2
+or clock state can put per-call time a little below GPU time. ``H.timing_table`` puts them side by side (with host time per call), one row per path.
 """
 from __future__ import annotations
 

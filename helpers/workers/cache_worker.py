@@ -73,9 +73,9 @@ def first_build(batch: int, c: int, k: int, hw: int, rs: int, cache_path: str | 
 
 
 def build_mlp(t: dict, *, cache=None, dynamic: bool = False, pin=None):
-    """gelu(x @ w + b) for the tensors ``t``, built: ``(graph, io, plan index)``, as notebook 07's ``mlp_up``:
-    ``H.build(pick="first")`` builds the heuristics' first candidate that builds; with ``pin=(engine_id, knobs)``,
-    ``H.build(pin=pin)`` builds exactly that configuration."""
+    """gelu(x @ w + b) for the tensors ``t``, built: ``(graph, io, plan index)``, as notebook 07's ``mlp_graph`` and
+    ``build_plan`` build it: ``H.build(pick="first")`` builds the heuristics' first candidate that builds; with
+    ``pin=(engine_id, knobs)``, ``H.build(pin=pin)`` builds exactly that configuration."""
     graph, io = matmul_bias_act.graph(t, kernel_cache=cache, is_dynamic_shape_enabled=dynamic)
     index = H.build(graph, pick="first", pin=pin).plan       # compiles the kernel, or finds it in the cache
     io.check_buffers()
