@@ -11,7 +11,6 @@ REVIEWED: dict[tuple[str, str, str], str] = {
     ('03', '80c645dc', 'slower'): 'defines the max_ms rule (a first run over the limit is timed once), not a measurement',
     ('03', '383fb5be', 'faster'): "names the two outcomes section 6 decides between and prints from the run, not a verdict",
     ('03', 'd62b516e', 'faster'): "describes the grader's rule (faster beyond the noise fails), not a measured outcome",
-    ('04', '2d90f3e8', 'compute-bound'): 'a 1.1-TFLOP GEMM has an arithmetic intensity of thousands of FLOP per byte, far above the ridge point of any GPU the course runs on',
     ('04', '9a6a36ea', 'compute-bound'): 'a 1.1-TFLOP GEMM has an arithmetic intensity of thousands of FLOP per byte, far above the ridge point of any GPU the course runs on',
     ('05', 'c7df22ed', 'gains less'): "mechanism (Amdahl): the softmax runs on the CUDA cores at the same speed in FP8 and bf16, so attention's FP8 gain is below the matmuls' on any GPU",
     ('06', 'c595968a', 'slower'): 'defines what a factor below 1 means (a reload slower than a build); the rows above print which graphs it applies to',
