@@ -15,7 +15,7 @@ from .errors import compact_warnings
 from .libcudnn import load_cudnn
 
 # the environment report (01): which libcudnn could load and which did, versions, machine paths tidied
-from .device import backend_version, versions
+from .device import versions
 from .libcudnn import libcudnn_candidates, loaded_library
 from .paths import tidy_paths
 
