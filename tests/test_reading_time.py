@@ -101,3 +101,28 @@ def test_no_stored_output_holds_a_progress_bar():
             for out in cell.get("outputs", []):
                 text = "".join(out.get("text", "")) if out.get("output_type") == "stream" else ""
                 assert "\r" not in text and "it/s]" not in text, f"{path.name} {cell.get('id')}: a stored progress bar"
+
+
+def test_a_core_run_reports_ok_and_records_its_time_in_the_stored_stamp(tmp_path, monkeypatch, capsys):
+    """A core run on a tiny notebook (a real kernel, CPU): status 'ok', and its time lands in the stored stamp."""
+    import nbformat
+
+    from tools import execute
+
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("DEEP_DIVES = True"),
+                                         nbformat.v4.new_code_cell("print('core' if DEEP_DIVES is False else 'all')")])
+    nb.cells[0].metadata["tags"] = ["parameters"]
+    path = tmp_path / "09_tiny.ipynb"
+    nbformat.write(nb, path)
+    monkeypatch.setattr(execute, "LOG_DIR", tmp_path / "logs")
+    name, status, runtime = execute.execute_one(str(path), str(tmp_path / "out"), 120, False, core=True)
+    assert status == "ok" and runtime > 0
+    ran = nbformat.read(tmp_path / "out" / "09_tiny.ipynb", as_version=4)
+    assert ran.cells[2].outputs[0]["text"] == "core\n"
+    execute.record_core_runtimes([(name, status, runtime)], [str(path)])
+    assert "core run time not recorded (the stored notebook has no stamp)" in capsys.readouterr().out
+    stored = nbformat.read(path, as_version=4)
+    stored.metadata["cudnn_course"] = {"execution": {"gpu": "NVIDIA H200", "runtime_s": 9.0}}
+    nbformat.write(stored, path)
+    execute.record_core_runtimes([(name, status, runtime)], [str(path)])
+    assert rt.read(path).core_run_s == round(runtime, 1) and rt.read(path).full_run_s == 9.0

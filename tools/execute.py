@@ -78,9 +78,6 @@ def _peak_memory_gib(cell) -> dict | None:
     return None
 
 
-CORE_RUNTIMES = ROOT / "results" / "core_runtimes.json"
-
-
 def inject_core_switch(nb) -> None:
     """Set ``DEEP_DIVES = False`` in a cell right after the parameters cell (as papermill injects parameters)."""
     import nbformat
@@ -91,19 +88,22 @@ def inject_core_switch(nb) -> None:
     nb.cells.insert(at + 1, cell)
 
 
-def record_core_runtimes(results: list[tuple[str, str, float]]) -> None:
-    """Each core run's wall time, by notebook, for tools.reading_time's README table."""
-    import json
+def record_core_runtimes(results: list[tuple[str, str, float]], paths: list[str]) -> None:
+    """Each core run's wall time goes into its stored notebook's stamp (``core_runtime_s``), for
+    tools.reading_time's README table. A full run writes a new stamp without it: a core time belongs to the code
+    it ran, so re-time the core after re-executing a notebook."""
+    import nbformat
 
-    from helpers.device import device_info
+    from .notebooks import META_KEY, stamp
 
-    known = json.loads(CORE_RUNTIMES.read_text()) if CORE_RUNTIMES.exists() else {}
-    gpu = device_info().name
+    by_name = {Path(p).name: Path(p) for p in paths}
     for name, status, runtime in results:
-        if status == "ok":
-            known[Path(name).stem] = {"runtime_s": round(runtime, 1), "gpu": gpu}
-    CORE_RUNTIMES.parent.mkdir(parents=True, exist_ok=True)
-    CORE_RUNTIMES.write_text(json.dumps(dict(sorted(known.items())), indent=1) + "\n")
+        nb = nbformat.read(by_name[name], as_version=4)
+        if status != "ok" or stamp(nb) is None:
+            print(f"{name}: core run time not recorded ({status if status != 'ok' else 'the stored notebook has no stamp'})")
+            continue
+        nb.metadata[META_KEY]["execution"]["core_runtime_s"] = round(runtime, 1)
+        nbformat.write(nb, by_name[name])
 
 
 def execute_one(path: str, output_dir: str | None, timeout: int, allow_errors: bool,
@@ -146,10 +146,10 @@ def execute_one(path: str, output_dir: str | None, timeout: int, allow_errors: b
     errors = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []) if o.get("output_type") == "error"]
     if status == "ok" and errors:
         status = f"error: {len(errors)} cell(s) raised ({errors[0].get('ename')}: {errors[0].get('evalue', '')[:120]})"
-    if status == "ok" and not core:  # a core run is a timing, not the stored notebook
-        write_stamp(nb, runtime_s=runtime, peak_memory_gib=peak, prose_claims=prose_record(nb))
-    else:
+    if status != "ok":
         status += f"  [kernel log: {log_path.relative_to(ROOT)}]"
+    elif not core:  # a core run is a timing, not the stored notebook
+        write_stamp(nb, runtime_s=runtime, peak_memory_gib=peak, prose_claims=prose_record(nb))
     target = Path(output_dir) / path.name if output_dir else path
     target.parent.mkdir(parents=True, exist_ok=True)
     nbformat.write(nb, target)
@@ -164,8 +164,8 @@ def main(argv=None) -> int:
     parser.add_argument("--timeout", type=int, default=900, help="seconds per cell")
     parser.add_argument("--allow-errors", action="store_true", help="keep going past a failing cell (debugging)")
     parser.add_argument("--core", action="store_true",
-                        help="DEEP_DIVES = False: run the core lessons only (needs --output-dir); times go to "
-                             "results/core_runtimes.json")
+                        help="DEEP_DIVES = False: run the core lessons only (needs --output-dir); each time goes into "
+                             "the stored notebook's stamp (core_runtime_s)")
     args = parser.parse_args(argv)
     if args.core and not args.output_dir:
         parser.error("--core needs --output-dir: the stored notebooks carry full runs")
@@ -187,6 +187,10 @@ def main(argv=None) -> int:
         print("no notebooks found")
         return 1
     results = []
+    if args.core:  # its H.record calls are a partial run: they must not overwrite the full run's numbers
+        import tempfile
+
+        os.environ["COURSE_RESULTS_DIR"] = tempfile.mkdtemp(prefix="course-core-results-")
 
     def report(result):
         results.append(result)
@@ -203,7 +207,7 @@ def main(argv=None) -> int:
             report(execute_one(p, args.output_dir, args.timeout, args.allow_errors, args.core))
 
     if args.core:
-        record_core_runtimes(results)
+        record_core_runtimes(results, paths)
     from helpers.results import headline_table
 
     if not args.output_dir:  # the CSV is derived from the stored outputs, so the two cannot drift

@@ -9,7 +9,7 @@ a comment, and an output line is a line of printed text, a row of an HTML table,
 result (a figure counts one line). A notebook's core is every cell before its ``# Deep dives`` heading;
 everything after it is deep dives, and each code cell there starts with a ``# Deep dive X: ...`` marker
 (``helpers/deep_dives.py``). The run times beside the minutes are the stored full run (the stamp of
-``tools.execute``) and the core-only run (``tools.execute --core``, ``results/core_runtimes.json``).
+``tools.execute``) and the core-only run (``tools.execute --core``, ``core_runtime_s`` in the same stamp).
 """
 from __future__ import annotations
 
@@ -24,7 +24,6 @@ from helpers.deep_dives import marker
 from .notebooks import notebook_paths, stamp
 
 ROOT = Path(__file__).resolve().parent.parent
-CORE_RUNTIMES = ROOT / "results" / "core_runtimes.json"
 README = ROOT / "README.md"
 
 # The workshop budget (README, "Workshop")
@@ -153,18 +152,16 @@ class Notebook:
     core_run_s: float | None
 
 
-def read(path: Path, core_runtimes: dict | None = None) -> Notebook:
+def read(path: Path) -> Notebook:
     nb = json.loads(Path(path).read_text())
     core, deep = split(nb)
     code_deep = [c for c in deep if c["cell_type"] == "code"]
-    runs = core_runtimes if core_runtimes is not None else (
-        json.loads(CORE_RUNTIMES.read_text()) if CORE_RUNTIMES.exists() else {})
     return Notebook(
         name=Path(path).stem, core=measure(core), deep=measure(deep), deep_dive_cells=len(code_deep),
         unmarked=[c.get("id", "") for c in code_deep if marker(source(c)) is None],
         marked_in_core=[c.get("id", "") for c in core if c["cell_type"] == "code" and marker(source(c))],
         full_run_s=(stamp(nb) or {}).get("runtime_s"),
-        core_run_s=(runs.get(Path(path).stem) or {}).get("runtime_s"))
+        core_run_s=(stamp(nb) or {}).get("core_runtime_s"))
 
 
 def read_all(paths=None) -> list[Notebook]:
