@@ -34,7 +34,7 @@ def test_the_formula_counts_words_code_lines_and_output_lines():
 def test_the_core_ends_at_the_deep_dives_heading_and_api_references_are_counted():
     nb = {"cells": [md("# 02 · Title"), code("g = cudnn.pygraph()\ny = g.conv_fprop(x, w)\nH.check(y, ref)"),
                     md("# Deep dives\n\nOptional."), code("# Deep dive A: a sweep\nH.perf_sweep(p, f)")]}
-    core, deep = rt.split(nb)
+    core, deep = rt.split_core(nb)
     assert len(core) == 2 and len(deep) == 2
     part = rt.measure(core)
     assert (part.api, part.helpers) == (2, 1)
@@ -126,3 +126,23 @@ def test_a_core_run_reports_ok_and_records_its_time_in_the_stored_stamp(tmp_path
     nbformat.write(stored, path)
     execute.record_core_runtimes([(name, status, runtime)], [str(path)])
     assert rt.read(path).core_run_s == round(runtime, 1) and rt.read(path).full_run_s == 9.0
+    stored = nbformat.read(path, as_version=4)
+    stored.cells[1].source = "print('a changed core')"
+    nbformat.write(stored, path)
+    assert rt.read(path).core_run_s is None   # it timed other code
+
+
+def test_a_full_run_keeps_the_core_time_only_while_the_core_is_unchanged(monkeypatch):
+    import nbformat
+
+    from tools import notebooks
+
+    monkeypatch.setattr("helpers.device.versions", lambda: {})
+    monkeypatch.setattr("helpers.device.device_info", lambda: types.SimpleNamespace(name="GPU", sm=(9, 0)))
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("x = 1"), nbformat.v4.new_markdown_cell("# Deep dives"),
+                                         nbformat.v4.new_code_cell("# Deep dive A: more\ny = 2")])
+    nb.metadata["cudnn_course"] = {"execution": {"core_runtime_s": 3.0, "core_sha256": notebooks.core_hash(nb)}}
+    nb.cells[2]["source"] = "# Deep dive A: more\ny = 3"          # a deep dive changed: the core time stands
+    assert notebooks.write_stamp(nb, runtime_s=9.0)["core_runtime_s"] == 3.0
+    nb.cells[0]["source"] = "x = 2"                                 # the core changed: it is dropped
+    assert "core_runtime_s" not in notebooks.write_stamp(nb, runtime_s=9.0)

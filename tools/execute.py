@@ -90,11 +90,11 @@ def inject_core_switch(nb) -> None:
 
 def record_core_runtimes(results: list[tuple[str, str, float]], paths: list[str]) -> None:
     """Each core run's wall time goes into its stored notebook's stamp (``core_runtime_s``), for
-    tools.reading_time's README table. A full run writes a new stamp without it: a core time belongs to the code
-    it ran, so re-time the core after re-executing a notebook."""
+    tools.reading_time's README table, with the hash of the core's code it timed (a full run keeps both while
+    that code is unchanged)."""
     import nbformat
 
-    from .notebooks import META_KEY, stamp
+    from .notebooks import META_KEY, core_hash, stamp
 
     by_name = {Path(p).name: Path(p) for p in paths}
     for name, status, runtime in results:
@@ -102,7 +102,7 @@ def record_core_runtimes(results: list[tuple[str, str, float]], paths: list[str]
         if status != "ok" or stamp(nb) is None:
             print(f"{name}: core run time not recorded ({status if status != 'ok' else 'the stored notebook has no stamp'})")
             continue
-        nb.metadata[META_KEY]["execution"]["core_runtime_s"] = round(runtime, 1)
+        nb.metadata[META_KEY]["execution"].update(core_runtime_s=round(runtime, 1), core_sha256=core_hash(nb))
         nbformat.write(nb, by_name[name])
 
 

@@ -40,6 +40,23 @@ def cell_source(cell) -> str:
     return src if isinstance(src, str) else "".join(src)
 
 
+# ---------------------------------------------------------------- core and deep dives
+DEEP_DIVES_HEADING = re.compile(r"^#\s+Deep dives\b")
+
+
+def split_core(nb) -> tuple[list, list]:
+    """(core cells, deep-dive cells): the deep dives start at the first '# Deep dives' markdown heading."""
+    for i, cell in enumerate(nb["cells"]):
+        if cell["cell_type"] == "markdown" and DEEP_DIVES_HEADING.match(cell_source(cell).lstrip()):
+            return nb["cells"][:i], nb["cells"][i:]
+    return nb["cells"], []
+
+
+def core_hash(nb) -> str:
+    """``code_hash`` of the core's cells alone: a core run time stays valid while it is unchanged."""
+    return code_hash({"cells": split_core(nb)[0]})
+
+
 # ---------------------------------------------------------------- code hash and stamp
 def code_hash(nb) -> str:
     """sha256 over what the notebook's code cells run, in order: comments, blank lines and trailing spaces are
@@ -142,7 +159,8 @@ def write_stamp(nb, *, runtime_s: float, peak_memory_gib: dict | None = None,
     """Record where, when and on what code the notebook was executed, the kernel's peak GPU memory
     (torch's allocator: ``allocated`` by tensors, ``reserved`` from the driver; worker processes not counted),
     the hash of every compared cell's outputs (``output_hashes``; ``tools.hygiene.output_problems`` checks them) and
-    the numbers its prose stated then (``prose_claims``, from ``tools.claims.prose_record``)."""
+    the numbers its prose stated then (``prose_claims``, from ``tools.claims.prose_record``). The core's run time
+    (``core_runtime_s``, from ``tools.execute --core``) is carried over while the core's code is unchanged."""
     import datetime as _dt
 
     from helpers.device import device_info, versions
@@ -165,5 +183,8 @@ def write_stamp(nb, *, runtime_s: float, peak_memory_gib: dict | None = None,
         "outputs_sha256": output_hashes(nb),
         "prose_claims": prose_claims,
     }
+    previous = stamp(nb) or {}
+    if previous.get("core_runtime_s") is not None and previous.get("core_sha256") == core_hash(nb):
+        entry.update(core_runtime_s=previous["core_runtime_s"], core_sha256=previous["core_sha256"])  # same core
     nb.setdefault("metadata", {}).setdefault(META_KEY, {})["execution"] = entry
     return entry

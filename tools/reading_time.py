@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from helpers.deep_dives import marker
-from .notebooks import notebook_paths, stamp
+from .notebooks import core_hash, notebook_paths, split_core, stamp
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
@@ -33,7 +33,6 @@ MARKDOWN_MAX_WORDS = 150   # any markdown cell
 CORE_CELL_MAX_LINES = 25   # any code cell of a core, every line counted
 
 WORDS_PER_MIN, CODE_LINES_PER_MIN, OUTPUT_LINES_PER_MIN = 200, 10, 60
-DEEP_DIVES_HEADING = re.compile(r"^#\s+Deep dives\b")
 START, END = "<!-- reading-time:start -->", "<!-- reading-time:end -->"
 
 # The cuDNN frontend in a line of code: the module itself, or a method of a graph, plan, handle or cache.
@@ -60,14 +59,6 @@ HELPER_REF = re.compile(r"\bH\.\w+")
 def source(cell) -> str:
     src = cell.get("source", "")
     return "".join(src) if isinstance(src, list) else src
-
-
-def split(nb) -> tuple[list, list]:
-    """(core cells, deep-dive cells): the deep dives start at the first '# Deep dives' markdown heading."""
-    for i, cell in enumerate(nb["cells"]):
-        if cell["cell_type"] == "markdown" and DEEP_DIVES_HEADING.match(source(cell).lstrip()):
-            return nb["cells"][:i], nb["cells"][i:]
-    return nb["cells"], []
 
 
 def markdown_words(text: str) -> int:
@@ -152,16 +143,22 @@ class Notebook:
     core_run_s: float | None
 
 
+def core_run_s(nb) -> float | None:
+    """The stamp's core run time, if it timed the core's code as it is now."""
+    found = stamp(nb) or {}
+    return found.get("core_runtime_s") if found.get("core_sha256") == core_hash(nb) else None
+
+
 def read(path: Path) -> Notebook:
     nb = json.loads(Path(path).read_text())
-    core, deep = split(nb)
+    core, deep = split_core(nb)
     code_deep = [c for c in deep if c["cell_type"] == "code"]
     return Notebook(
         name=Path(path).stem, core=measure(core), deep=measure(deep), deep_dive_cells=len(code_deep),
         unmarked=[c.get("id", "") for c in code_deep if marker(source(c)) is None],
         marked_in_core=[c.get("id", "") for c in core if c["cell_type"] == "code" and marker(source(c))],
         full_run_s=(stamp(nb) or {}).get("runtime_s"),
-        core_run_s=(stamp(nb) or {}).get("core_runtime_s"))
+        core_run_s=core_run_s(nb))
 
 
 def read_all(paths=None) -> list[Notebook]:

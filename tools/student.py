@@ -80,7 +80,7 @@ def solution_lines(solutions_dir: Path = SOLUTIONS) -> set[str]:
 def exercise_cells(nb) -> list:
     """The cells from the exercises heading (a markdown heading naming "Exercise") to the deep dives heading
     (the core's end) or the notebook's end; all cells when there is no exercises heading."""
-    from .reading_time import DEEP_DIVES_HEADING
+    from .notebooks import DEEP_DIVES_HEADING
 
     def first(cell):
         return cell.source.lstrip().splitlines()[0] if cell.source.strip() else ""
