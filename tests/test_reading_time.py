@@ -103,11 +103,11 @@ def test_no_stored_output_holds_a_progress_bar():
                 assert "\r" not in text and "it/s]" not in text, f"{path.name} {cell.get('id')}: a stored progress bar"
 
 
-def test_a_core_run_reports_ok_and_records_its_time_in_the_stored_stamp(tmp_path, monkeypatch, capsys):
-    """A core run on a tiny notebook (a real kernel, CPU): status 'ok', and its time lands in the stored stamp."""
+def test_a_core_run_reports_ok_and_runs_with_the_switch_off(tmp_path, monkeypatch):
+    """A core run on a tiny notebook (a real kernel, CPU): status 'ok', DEEP_DIVES False inside, cells timed."""
     import nbformat
 
-    from tools import execute
+    from tools import execute, notebooks
 
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("DEEP_DIVES = True"),
                                          nbformat.v4.new_code_cell("print('core' if DEEP_DIVES is False else 'all')")])
@@ -119,30 +119,24 @@ def test_a_core_run_reports_ok_and_records_its_time_in_the_stored_stamp(tmp_path
     assert status == "ok" and runtime > 0
     ran = nbformat.read(tmp_path / "out" / "09_tiny.ipynb", as_version=4)
     assert ran.cells[2].outputs[0]["text"] == "core\n"
-    execute.record_core_runtimes([(name, status, runtime)], [str(path)])
-    assert "core run time not recorded (the stored notebook has no stamp)" in capsys.readouterr().out
-    stored = nbformat.read(path, as_version=4)
-    stored.metadata["cudnn_course"] = {"execution": {"gpu": "NVIDIA H200", "runtime_s": 9.0}}
-    nbformat.write(stored, path)
-    execute.record_core_runtimes([(name, status, runtime)], [str(path)])
-    assert rt.read(path).core_run_s == round(runtime, 1) and rt.read(path).full_run_s == 9.0
-    stored = nbformat.read(path, as_version=4)
-    stored.cells[1].source = "print('a changed core')"
-    nbformat.write(stored, path)
-    assert rt.read(path).core_run_s is None   # it timed other code
+    assert 0 <= notebooks.core_seconds(ran) < runtime
 
 
-def test_a_full_run_keeps_the_core_time_only_while_the_core_is_unchanged(monkeypatch):
+def test_the_core_time_spans_the_core_cells_of_the_full_run():
     import nbformat
 
     from tools import notebooks
 
-    monkeypatch.setattr("helpers.device.versions", lambda: {})
-    monkeypatch.setattr("helpers.device.device_info", lambda: types.SimpleNamespace(name="GPU", sm=(9, 0)))
-    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("x = 1"), nbformat.v4.new_markdown_cell("# Deep dives"),
-                                         nbformat.v4.new_code_cell("# Deep dive A: more\ny = 2")])
-    nb.metadata["cudnn_course"] = {"execution": {"core_runtime_s": 3.0, "core_sha256": notebooks.core_hash(nb)}}
-    nb.cells[2]["source"] = "# Deep dive A: more\ny = 3"          # a deep dive changed: the core time stands
-    assert notebooks.write_stamp(nb, runtime_s=9.0)["core_runtime_s"] == 3.0
-    nb.cells[0]["source"] = "x = 2"                                 # the core changed: it is dropped
-    assert "core_runtime_s" not in notebooks.write_stamp(nb, runtime_s=9.0)
+    def timed(source, start, end):
+        cell = nbformat.v4.new_code_cell(source)
+        cell.metadata["execution"] = {"iopub.execute_input": f"2026-12-04T10:00:{start:02d}.000000Z",
+                                      "shell.execute_reply": f"2026-12-04T10:00:{end:02d}.500000Z"}
+        return cell
+
+    nb = nbformat.v4.new_notebook(cells=[timed("x = 1", 1, 2), timed("y = 2", 3, 7),
+                                         nbformat.v4.new_markdown_cell("# Deep dives"),
+                                         timed("# Deep dive A: more\nz = 3", 8, 30)])
+    assert notebooks.core_seconds(nb) == 6.5            # 10:00:01 to 10:00:07.5; the deep dive is not counted
+    nb.cells[2].source = "## Not the heading"
+    assert notebooks.core_seconds(nb) == 29.5           # no deep dives: the whole run
+    assert notebooks.core_seconds(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("x")])) is None

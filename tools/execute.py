@@ -2,7 +2,7 @@
 
     python -m tools.execute                  # every notebook in notebooks/, in place
     python -m tools.execute notebooks/02_*.ipynb --jobs 2 --output-dir out/
-    python -m tools.execute --core --output-dir out/core   # DEEP_DIVES = False: the core lessons, timed
+    python -m tools.execute --core --output-dir out/core   # DEEP_DIVES = False: each core runs alone
 
 The log stays short: one line per notebook, then the headline numbers grouped by notebook.
 What the kernels print to their own stderr (start-up and shutdown noise) and the client's
@@ -88,24 +88,6 @@ def inject_core_switch(nb) -> None:
     nb.cells.insert(at + 1, cell)
 
 
-def record_core_runtimes(results: list[tuple[str, str, float]], paths: list[str]) -> None:
-    """Each core run's wall time goes into its stored notebook's stamp (``core_runtime_s``), for
-    tools.reading_time's README table, with the hash of the core's code it timed (a full run keeps both while
-    that code is unchanged)."""
-    import nbformat
-
-    from .notebooks import META_KEY, core_hash, stamp
-
-    by_name = {Path(p).name: Path(p) for p in paths}
-    for name, status, runtime in results:
-        nb = nbformat.read(by_name[name], as_version=4)
-        if status != "ok" or stamp(nb) is None:
-            print(f"{name}: core run time not recorded ({status if status != 'ok' else 'the stored notebook has no stamp'})")
-            continue
-        nb.metadata[META_KEY]["execution"].update(core_runtime_s=round(runtime, 1), core_sha256=core_hash(nb))
-        nbformat.write(nb, by_name[name])
-
-
 def execute_one(path: str, output_dir: str | None, timeout: int, allow_errors: bool,
                 core: bool = False) -> tuple[str, str, float]:
     import nbformat
@@ -148,7 +130,7 @@ def execute_one(path: str, output_dir: str | None, timeout: int, allow_errors: b
         status = f"error: {len(errors)} cell(s) raised ({errors[0].get('ename')}: {errors[0].get('evalue', '')[:120]})"
     if status != "ok":
         status += f"  [kernel log: {log_path.relative_to(ROOT)}]"
-    elif not core:  # a core run is a timing, not the stored notebook
+    elif not core:  # a core run proves the core runs alone; the stored notebook is the full run
         write_stamp(nb, runtime_s=runtime, peak_memory_gib=peak, prose_claims=prose_record(nb))
     target = Path(output_dir) / path.name if output_dir else path
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -164,8 +146,8 @@ def main(argv=None) -> int:
     parser.add_argument("--timeout", type=int, default=900, help="seconds per cell")
     parser.add_argument("--allow-errors", action="store_true", help="keep going past a failing cell (debugging)")
     parser.add_argument("--core", action="store_true",
-                        help="DEEP_DIVES = False: run the core lessons only (needs --output-dir); each time goes into "
-                             "the stored notebook's stamp (core_runtime_s)")
+                        help="DEEP_DIVES = False: run the core lessons only (needs --output-dir), to prove each runs "
+                             "alone; the README's core times come from the full run's stamp")
     args = parser.parse_args(argv)
     if args.core and not args.output_dir:
         parser.error("--core needs --output-dir: the stored notebooks carry full runs")
@@ -206,8 +188,6 @@ def main(argv=None) -> int:
         for p in paths:
             report(execute_one(p, args.output_dir, args.timeout, args.allow_errors, args.core))
 
-    if args.core:
-        record_core_runtimes(results, paths)
     from helpers.results import headline_table
 
     if not args.output_dir:  # the CSV is derived from the stored outputs, so the two cannot drift

@@ -52,9 +52,18 @@ def split_core(nb) -> tuple[list, list]:
     return nb["cells"], []
 
 
-def core_hash(nb) -> str:
-    """``code_hash`` of the core's cells alone: a core run time stays valid while it is unchanged."""
-    return code_hash({"cells": split_core(nb)[0]})
+def core_seconds(nb) -> float | None:
+    """Wall time of the core's code cells in this executed notebook: from the first one's start to the last one's
+    reply (nbclient's timing metadata), i.e. what a ``DEEP_DIVES = False`` run spends in cells; None if untimed."""
+    import datetime as _dt
+
+    timed = [c.get("metadata", {}).get("execution", {}) for c in split_core(nb)[0] if c["cell_type"] == "code"]
+    start = next((t.get("iopub.execute_input") for t in timed if t.get("iopub.execute_input")), None)
+    end = next((t.get("shell.execute_reply") for t in reversed(timed) if t.get("shell.execute_reply")), None)
+    if not (start and end):
+        return None
+    parse = lambda ts: _dt.datetime.fromisoformat(ts.replace("Z", "+00:00"))
+    return (parse(end) - parse(start)).total_seconds()
 
 
 # ---------------------------------------------------------------- code hash and stamp
@@ -159,8 +168,8 @@ def write_stamp(nb, *, runtime_s: float, peak_memory_gib: dict | None = None,
     """Record where, when and on what code the notebook was executed, the kernel's peak GPU memory
     (torch's allocator: ``allocated`` by tensors, ``reserved`` from the driver; worker processes not counted),
     the hash of every compared cell's outputs (``output_hashes``; ``tools.hygiene.output_problems`` checks them) and
-    the numbers its prose stated then (``prose_claims``, from ``tools.claims.prose_record``). The core's run time
-    (``core_runtime_s``, from ``tools.execute --core``) is carried over while the core's code is unchanged."""
+    the numbers its prose stated then (``prose_claims``, from ``tools.claims.prose_record``), and the time its core
+    cells took (``core_runtime_s``)."""
     import datetime as _dt
 
     from helpers.device import device_info, versions
@@ -178,13 +187,11 @@ def write_stamp(nb, *, runtime_s: float, peak_memory_gib: dict | None = None,
         "python": v.get("python"),
         "date": _dt.datetime.now().isoformat(timespec="seconds"),
         "runtime_s": round(runtime_s, 1),
+        "core_runtime_s": None if core_seconds(nb) is None else round(core_seconds(nb), 1),
         "peak_memory_gib": peak_memory_gib,
         "code_sha256": code_hash(nb),
         "outputs_sha256": output_hashes(nb),
         "prose_claims": prose_claims,
     }
-    previous = stamp(nb) or {}
-    if previous.get("core_runtime_s") is not None and previous.get("core_sha256") == core_hash(nb):
-        entry.update(core_runtime_s=previous["core_runtime_s"], core_sha256=previous["core_sha256"])  # same core
     nb.setdefault("metadata", {}).setdefault(META_KEY, {})["execution"] = entry
     return entry

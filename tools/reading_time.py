@@ -9,7 +9,7 @@ a comment, and an output line is a line of printed text, a row of an HTML table,
 result (a figure counts one line). A notebook's core is every cell before its ``# Deep dives`` heading;
 everything after it is deep dives, and each code cell there starts with a ``# Deep dive X: ...`` marker
 (``helpers/deep_dives.py``). The run times beside the minutes are the stored full run (the stamp of
-``tools.execute``) and the core-only run (``tools.execute --core``, ``core_runtime_s`` in the same stamp).
+``tools.execute``) and its core cells' share of that run (``core_runtime_s`` in the same stamp: what a ``DEEP_DIVES = False`` run spends in cells).
 """
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from helpers.deep_dives import marker
-from .notebooks import core_hash, notebook_paths, split_core, stamp
+from .notebooks import notebook_paths, split_core, stamp
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
@@ -143,12 +143,6 @@ class Notebook:
     core_run_s: float | None
 
 
-def core_run_s(nb) -> float | None:
-    """The stamp's core run time, if it timed the core's code as it is now."""
-    found = stamp(nb) or {}
-    return found.get("core_runtime_s") if found.get("core_sha256") == core_hash(nb) else None
-
-
 def read(path: Path) -> Notebook:
     nb = json.loads(Path(path).read_text())
     core, deep = split_core(nb)
@@ -158,7 +152,7 @@ def read(path: Path) -> Notebook:
         unmarked=[c.get("id", "") for c in code_deep if marker(source(c)) is None],
         marked_in_core=[c.get("id", "") for c in core if c["cell_type"] == "code" and marker(source(c))],
         full_run_s=(stamp(nb) or {}).get("runtime_s"),
-        core_run_s=core_run_s(nb))
+        core_run_s=(stamp(nb) or {}).get("core_runtime_s"))
 
 
 def read_all(paths=None) -> list[Notebook]:
