@@ -19,8 +19,8 @@ from .device import versions
 from .libcudnn import libcudnn_candidates, loaded_library
 from .paths import tidy_paths
 
-# the GPU and what it can do: its facts and dtype names, SM clock and throttle reasons, feature gates
-from .device import device_info, dtype_name, gpu_clocks, sample_clocks
+# the GPU and what it can do: its facts and dtype names, SM clock and throttle reasons, a power cap's verdict, feature gates
+from .device import device_info, dtype_name, gpu_clocks, power_verdict, sample_clocks
 from .features import feature_table, gate, notebook_requirements_met
 
 # each notebook's parameter rules, checked right after its parameters cell
@@ -39,7 +39,7 @@ from .quantize import to_fp8
 # timing (helpers/timing/): per call with CUDA events, in rounds that take turns
 from .timing.per_call import alternating_rounds, benchmark
 # ... the GPU alone (calls replayed from a CUDA graph), or the reason there is none; the clocks side by side
-from .timing.gpu import gpu_ms_or_reason, gpu_time, timing_table
+from .timing.gpu import gpu_ms_or_reason, gpu_time, gpu_timing_or_reason, timing_table
 # ... the host's side of a call, and the wall time of named steps
 from .timing.host import StepTimer, host_timing, host_us
 # ... every path at every point of a grid, one tidy table

@@ -353,3 +353,23 @@ def _clock_summary(samples: list) -> dict:
                 power_w_max=max(powers) if powers else float("nan"),
                 power_limit_w=min(limits) if limits else float("nan"),
                 throttle=sorted({name for s in samples for name in s["throttle"]}), samples=len(samples))
+
+
+def power_verdict(c: dict) -> str:
+    """Whether the window ``c`` (what ``sample_clocks()`` yields: ``samples``, ``reason``, ``power_w_max``,
+    ``power_limit_w``, ``throttle``) shows a power cap: capped only when NVML's ``sw_power_cap`` flag was seen AND
+    the highest power sample came within 10% of the enforced limit. The flag alone proves nothing: NVML averages
+    power over time, idle gaps included, so a draw far below the limit neither shows nor rules out a cap."""
+    if not c.get("samples"):
+        return f"clock and power not read ({c.get('reason') or 'no samples'}): no verdict on a power cap"
+    top, limit = c.get("power_w_max", math.nan), c.get("power_limit_w", math.nan)
+    if math.isnan(top) or math.isnan(limit) or limit <= 0:
+        return "power or power limit not read: no verdict on a power cap"
+    flagged = "sw_power_cap" in c.get("throttle", [])
+    if flagged and top >= 0.9 * limit:
+        return (f"power-capped: the draw reached {top / limit:.0%} of the enforced limit and the driver lowered "
+                f"the SM clock")
+    if flagged:
+        return (f"the cap flag was seen but the highest power sample is {top / limit:.0%} of the limit: NVML "
+                f"averages power over time, idle gaps included, so this window neither shows nor rules out a cap")
+    return f"not power-capped: no cap flag, and the draw peaked at {top / limit:.0%} of the limit"

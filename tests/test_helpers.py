@@ -187,6 +187,21 @@ def test_clock_event_names_decode_nvmls_mask():
     assert device.clock_event_names(0x4 | 0x1000) == ["sw_power_cap", "0x1000"]
 
 
+def test_power_verdict_needs_the_flag_and_a_draw_near_the_limit():
+    window = dict(samples=100, reason="", sm_mhz=1300.0, sm_mhz_min=1100.0, power_w=680.0, power_w_max=695.0,
+                  power_limit_w=700.0, throttle=["sw_power_cap"])
+    assert H.power_verdict(window).startswith("power-capped")
+    far = H.power_verdict(dict(window, power_w=300.0, power_w_max=386.0))
+    assert far.startswith("the cap flag was seen") and "55%" in far and "neither shows nor rules out" in far
+    assert H.power_verdict(dict(window, throttle=[], power_w_max=420.0)).startswith("not power-capped")
+    nan = float("nan")
+    unread = dict(sm_mhz=nan, sm_mhz_min=nan, power_w=nan, power_w_max=nan, power_limit_w=nan, throttle=[],
+                  samples=0, reason="pynvml is not installed")
+    assert H.power_verdict(unread) == ("clock and power not read (pynvml is not installed): no verdict on a "
+                                       "power cap")
+    assert H.power_verdict(dict(window, power_limit_w=nan)).startswith("power or power limit not read")
+
+
 def test_gpu_clocks_without_pynvml_or_gpu_are_nan_with_the_reason(monkeypatch, fresh_nvml_cache):
     monkeypatch.setattr(device, "has_gpu", lambda: False)
     state = H.gpu_clocks()
@@ -551,6 +566,24 @@ def test_gpu_time_of_a_cudnn_closure_holding_the_course_handle():
     with pytest.raises(NotCapturable):
         H.gpu_time(lambda: graph.execute(pack, ws, handle=own), iters=2)
     cudnn.destroy_handle(own)
+
+
+def test_gpu_timing_or_reason_gives_the_timing_or_the_reason(monkeypatch, capsys):
+    from helpers.timing import gpu
+
+    def fake_gpu_time(fn, **kwargs):
+        if kwargs.get("calls") == 2:
+            raise NotCapturable("cannot capture this function in a CUDA graph: it syncs")
+        return Timing(0.02, 0.019, 0.023, 20)
+
+    monkeypatch.setattr(gpu, "gpu_time", fake_gpu_time)
+    timing, reason = H.gpu_timing_or_reason(lambda: None, calls=10)
+    assert reason == "" and timing.spread == pytest.approx(0.2)
+    assert H.gpu_ms_or_reason(lambda: None) == (0.02, "")
+    timing, reason = H.gpu_timing_or_reason(lambda: None, label="p", calls=2)
+    assert timing is None and "it syncs" in reason and "p: no GPU time" in capsys.readouterr().out
+    ms, reason = H.gpu_ms_or_reason(lambda: None, calls=2)
+    assert math.isnan(ms) and "it syncs" in reason
 
 
 def test_timing_table_builds_every_column_from_the_one_timer_of_each(monkeypatch):

@@ -73,16 +73,25 @@ def gpu_time(fn: Callable[[], object], *, calls: int = 1, warmup: int = 3, iters
                   [t / calls for t in replays.times_ms])
 
 
+def gpu_timing_or_reason(fn: Callable[[], object], *, label: str | None = None,
+                         **kwargs) -> tuple[Timing | None, str]:
+    """``(gpu_time's Timing, "")``, or ``(None, one-line reason)`` where ``fn`` cannot be captured: the GPU time
+    with its p10–p90 spread, for a verdict that needs the GPU time's own noise. With ``label`` the reason is also
+    printed as ``label: no GPU time (reason)``. ``kwargs`` go to ``gpu_time``."""
+    try:
+        return gpu_time(fn, **kwargs), ""
+    except NotCapturable as exc:
+        if label is not None:
+            print(f"{label}: no GPU time ({exc})")
+        return None, str(exc)
+
+
 def gpu_ms_or_reason(fn: Callable[[], object], *, label: str | None = None, **kwargs) -> tuple[float, str]:
     """``(median GPU ms of one call, "")``, or ``(nan, one-line reason)`` where ``fn`` cannot be captured —
     the course's one way to put a GPU time in a table that must not stop at one path that cannot be captured.
     With ``label`` the reason is also printed as ``label: no GPU time (reason)``. ``kwargs`` go to ``gpu_time``."""
-    try:
-        return gpu_time(fn, **kwargs).median_ms, ""
-    except NotCapturable as exc:
-        if label is not None:
-            print(f"{label}: no GPU time ({exc})")
-        return float("nan"), str(exc)
+    timing, reason = gpu_timing_or_reason(fn, label=label, **kwargs)
+    return (float("nan"), reason) if timing is None else (timing.median_ms, "")
 
 
 def timing_table(paths: dict, *, baseline: str | None = None, gpu=(), host: bool = False,
