@@ -200,10 +200,12 @@ def bar_compare(labels, values, *, ylabel: str, title: str, peak: float | None =
 RIVAL_MARKERS = ("s", "^", "D", "v", "P", "X")
 
 
-def line_style(label: str, index: int) -> dict:
-    """The course's own line (role 'cudnn') thick, solid, round markers and on top; each rival thinner,
-    dashed, with its own marker, so lines that coincide stay distinguishable."""
-    if role_of(label) == "cudnn":
+def line_style(label: str, index: int, colors: dict | None = None) -> dict:
+    """The course's own line thick, solid, round markers and on top; each rival thinner, dashed, with its own
+    marker, so lines that coincide stay distinguishable. The course's own: role 'cudnn', read from
+    ``colors[label]`` when given (a role name or a colour; the course's colour counts), else from the label."""
+    role = colors[label] if colors and label in colors else role_of(label)
+    if role == "cudnn" or _resolve(role) == COLORS["cudnn"]:
         return dict(marker="o", linewidth=2.6, markersize=7, zorder=4)
     return dict(marker=RIVAL_MARKERS[index % len(RIVAL_MARKERS)], linewidth=1.4, markersize=6, linestyle="--",
                 markerfacecolor="none", zorder=3)
@@ -215,7 +217,7 @@ def _lines_on_grid(ax, table, xs, colors, logx: bool, logy: bool, legend: bool):
     for i, label in enumerate(table.columns):
         part = table[label].reindex(xs)
         ax.plot(xs, part.astype(float).values, label=str(label), color=color_for(str(label), colors),
-                **line_style(str(label), i))
+                **line_style(str(label), i, colors))
     if logx:
         ax.set_xscale("log")
         ticks_at_data(ax, xs)

@@ -48,6 +48,20 @@ def test_an_explicit_role_or_colour_wins():
         P.color_for("x", role="fastest")
 
 
+def test_the_course_style_follows_the_resolved_role_not_only_the_label():
+    course, rival = P.line_style("cuDNN", 0), P.line_style("torch eager", 0)
+    assert P.line_style("pinned", 0, {"pinned": "cudnn"}) == course          # 07: the course's line named by colors=
+    assert P.line_style("pinned", 0, {"pinned": P.COLORS["cudnn"]}) == course   # or by the course's colour
+    assert P.line_style("cuDNN heuristic", 0, {"cuDNN heuristic": "heuristic"}) == rival   # colors= wins over the label
+    assert P.line_style("pinned", 0) == rival                                  # no colors=: the label decides
+    df = pd.DataFrame({"tokens": [1, 2, 1, 2], "µs": [5, 6, 7, 8], "path": ["pinned"] * 2 + ["static"] * 2})
+    ax = P.line_compare(df, x="tokens", y="µs", hue="path", ylabel="µs", title="t",
+                        colors={"pinned": "cudnn", "static": "other"})
+    widths = {line.get_label(): (line.get_linewidth(), line.get_linestyle()) for line in ax.get_lines()}
+    assert widths["pinned"] == (course["linewidth"], "-") and widths["static"] == (rival["linewidth"], "--")
+    assert style_problems(ax.figure) == []
+
+
 def test_plain_numbers_for_tick_labels():
     assert [P.plain_number(v) for v in (16, 2048.0, 0.5, 40)] == ["16", "2048", "0.5", "40"]
 
