@@ -56,13 +56,6 @@ def test_loss_gap_is_the_largest_relative_difference_per_step():
         transformer.loss_gap([1.0], [1.0, 2.0])
 
 
-def test_plot_losses_draws_one_line_per_curve_with_its_style():
-    ax = transformer.plot_losses({"a": [3, 2, 1], "b": [3, 2.5, 2]}, styles={"b": dict(ls="--")}, title="t")
-    assert [line.get_label() for line in ax.get_lines()] == ["a", "b"]
-    assert ax.get_lines()[1].get_linestyle() == "--" and list(ax.get_lines()[0].get_xdata()) == [1, 2, 3]
-    assert ax.get_title() == "t"
-
-
 @requires_gpu
 def test_captured_step_replays_the_eager_training_step():
     """The captured step is the eager step: same weights, same data -> the same losses, step after step."""

@@ -179,15 +179,8 @@ def test_bar_compare_rotates_overlapping_labels_and_explains_its_hatch():
         P.bar_compare(["a"], [1.0], ylabel="y", title="t", hatched=[0])
 
 
-def test_plot_losses_with_a_reference_draws_the_differences_and_passes_the_check():
-    losses = {"F.sdpa": [0.08, 0.17, 0.06], "cuDNN op": [0.0801, 0.1701, 0.06], "compiled": [0.08, 0.1699, 0.0601]}
-    styles = {"F.sdpa": dict(color=P.color_for("torch eager"), lw=4, alpha=0.5),
-              "cuDNN op": dict(color=P.color_for("cudnn"), marker="o"),
-              "compiled": dict(color=P.color_for("torch.compile"), ls="--", marker="x")}
-    ax = transformer.plot_losses(losses, styles=styles, title="t", reference="F.sdpa")
-    ax_diff = ax.figure.axes[1]
-    assert [line.get_label() for line in data_lines(ax_diff)] == ["cuDNN op", "compiled"]
-    assert data_lines(ax_diff)[0].get_ydata()[0] == pytest.approx(0.0001 / 0.08)
-    assert style_problems(ax.figure) == []
-    with pytest.raises(KeyError, match="reference"):
-        transformer.plot_losses(losses, title="t", reference="eager")
+def test_loss_gap_needs_two_curves_of_one_length():
+    with pytest.raises(ValueError, match="one non-zero length"):
+        transformer.loss_gap([1.0], [1.0, 2.0])
+
+
