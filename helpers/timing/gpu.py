@@ -6,7 +6,8 @@ than the kernels: on a small shape a path with a heavy Python wrapper (``torch.c
 times the replays: the kernels run back to back, with no Python between them. Report both: per-call
 time is what a Python loop pays; GPU time is what the kernels cost (and what a CUDA graph, notebook
 08, gets you). They are two measurements, not one split: noise, the replay's own launch and a different L2
-or clock state can put per-call time a little below GPU time. ``H.timing_table`` puts them side by side (with host time per call), one row per path.
+or clock state can put per-call time a little below GPU time. ``H.timing_table`` puts them side by side (with
+host time per call), one row per path.
 """
 from __future__ import annotations
 
