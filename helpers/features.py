@@ -34,6 +34,8 @@ FEATURES = {
     "native_cuda_graph":    ((0, 0), 90500, "cuDNN's native CUDA-graph API (with cuda-python's cuda.bindings)"),
     "override_shapes":      ((0, 0), 92100, "execute-time override shapes"),
     "graph_wrapper":        ((0, 0), 91200, "the high-level cudnn.Graph wrapper"),
+    # NVIDIA documents its fused norm engines from SM80 (Ampere) on; not verified on an older GPU here
+    "norm_graphs":          ((8, 0), 90000, "BatchNorm, LayerNorm and RMSNorm graphs (forward and backward)"),
 }
 _BLOCKED_BACKENDS = {"sdpa": {91000, 91001}, "sdpa_serving": {91000, 91001}}  # known-bad SDPA releases
 

@@ -190,11 +190,12 @@ class GraphIO:
         self.buffers[name] = t
         return graph_tensor
 
-    def scalar(self, name: str, value: float, dtype: torch.dtype = torch.float32):
-        """A pass-by-value scalar (lives in the variant pack, not on the GPU)."""
+    def scalar(self, name: str, value: float, dtype: torch.dtype = torch.float32, *, rank: int = 3):
+        """A pass-by-value scalar (lives in the variant pack, not on the GPU), shaped ``[1] * rank`` like the graph's
+        other tensors (4 for NCHW graphs and norms)."""
         if not isinstance(value, (int, float)):
             raise TypeError(f"{name}: scalar value must be a Python number, got {type(value).__name__}")
-        host = torch.full((1, 1, 1), value, dtype=dtype)
+        host = torch.full((1,) * rank, value, dtype=dtype)
         g = self.graph.tensor_like(host, name=name)  # a CPU tensor becomes pass-by-value
         g.set_uid(self._uid(name))
         self.buffers[name] = host

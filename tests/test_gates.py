@@ -61,15 +61,16 @@ def test_a_gate_the_harness_cannot_read_is_an_error(source, message):
 
 
 def test_the_course_notebooks_read_as_their_title_cells_say():
-    """05 stops without fused attention, 07 without a kernel cache or its serialization; 04, 06 and 08 gate
-    sections."""
+    """05 stops without fused attention, 07 without a kernel cache or its serialization; 02, 04, 06 and 08 gate
+    sections (02's and 04's norm deep dives on the norm graphs)."""
     def needs(number):
         return read_needs(nbformat.read(notebook_path(number), as_version=4))
 
     assert needs("05").features == ("sdpa",) and needs("05").gated == ["sdpa_serving", "sdpa_fp8"]
     assert needs("07").features == ("kernel_cache", "kernel_cache_serialize")
     assert needs("07").gated == ["override_shapes"]
-    assert needs("04").gated == ["fp8"] and needs("06").gated == ["sdpa"]
+    assert needs("02").gated == ["norm_graphs"] and needs("04").gated == ["fp8", "norm_graphs"]
+    assert needs("06").gated == ["sdpa"]
     assert needs("08").gated == ["native_cuda_graph", "sdpa"]
     assert all(needs(n).requires == {"gpu": True, "features": []} for n in ("01",))
     assert all(needs(n).requires == {"gpu": True, "min_sm": 70, "features": []} for n in ("02", "03", "04", "06", "08"))

@@ -16,11 +16,11 @@ BACKEND = 91900  # Colab's cuDNN and the stored run's
 EXPECTED = {
     "t4": (torch.float16, {"kernel_cache", "kernel_cache_serialize", "native_cuda_graph", "graph_wrapper"}),
     "l4": (torch.bfloat16, {"bf16", "sdpa", "fp8", "sdpa_serving", "kernel_cache", "kernel_cache_serialize",
-                            "native_cuda_graph", "graph_wrapper"}),
+                            "native_cuda_graph", "graph_wrapper", "norm_graphs"}),
     "a100": (torch.bfloat16, {"bf16", "sdpa", "sdpa_serving", "kernel_cache", "kernel_cache_serialize",
-                              "native_cuda_graph", "graph_wrapper"}),
+                              "native_cuda_graph", "graph_wrapper", "norm_graphs"}),
     "h100": (torch.bfloat16, {"bf16", "sdpa", "fp8", "sdpa_serving", "sdpa_fp8", "kernel_cache",
-                              "kernel_cache_serialize", "native_cuda_graph", "graph_wrapper"}),
+                              "kernel_cache_serialize", "native_cuda_graph", "graph_wrapper", "norm_graphs"}),
 }
 
 
@@ -168,7 +168,7 @@ def test_the_table_says_what_each_gpu_skips():
     assert verdict("04", "a100").startswith("runs; skips FP8 GEMM (sm89+)")
     assert verdict("05", "l4") == "runs; skips FP8 attention (sm90+)"
     assert verdict("08", "t4").startswith("runs; skips fused attention (sm80+)")
-    assert verdict("02", "t4") == "runs"
+    assert verdict("02", "t4") == "runs; skips norm deep dives (sm80+)" and verdict("03", "t4") == "runs"
 
 
 def test_the_memory_column_names_the_gpus_a_notebook_runs_on_but_does_not_fit():

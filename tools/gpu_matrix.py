@@ -28,7 +28,7 @@ COLAB_ORDER = ["t4", "l4", "a100", "h100"]  # cheapest first
 SECTION = {"sdpa": "fused attention", "sdpa_serving": "serving attention", "sdpa_fp8": "FP8 attention",
            "fp8": "FP8 GEMM", "native_cuda_graph": "native CUDA-graph API", "override_shapes": "override shapes",
            "kernel_cache": "kernel cache", "kernel_cache_serialize": "saved kernel cache", "bf16": "bf16",
-           "graph_wrapper": "cudnn.Graph wrapper"}
+           "graph_wrapper": "cudnn.Graph wrapper", "norm_graphs": "norm deep dives"}
 
 
 def verdict(nb, profile_key: str) -> tuple[str, list[str]]:

@@ -11,6 +11,9 @@ matmul_bias_act     04           03 (GEMM + AMAX plans), 07 (kernel cache), 08 (
 sdpa                05           06 (serialized), 08 (the custom op)
 autotune            03           04 (FP8 plans), 06 (the tuned plan, reloaded by name)
 plancache           06           (the plan cache is 06's own subject; nothing later reuses it yet)
+conv_backward       02 (D)       02's training loop and its dgrad + ReLU backward exercise
+batchnorm           02 (E)       (BatchNorm in training: 02's deep dive E only)
+norms               04 (G)       04's FP8 RMSNorm and its RMSNorm backward exercise
 ==================  ===========  =======================================================
 """
 
