@@ -8,7 +8,7 @@ import helpers.exercises as X
 from helpers.errors import CourseError
 from tests.support import requires_gpu
 from tools import student
-from tools.notebooks import notebook_paths
+from tools.notebooks import notebook_paths, split_core
 
 
 @pytest.fixture
@@ -263,9 +263,10 @@ def _exercise_keys_in(nb) -> tuple[set, set]:
         if cell.cell_type != "code":
             continue
         if "solution" in cell.metadata.get("tags", []):
-            m = re.fullmatch(r'H\.grade_solution\("(\d\d\.\w+)"\)\s*(#.*)?', cell.source.strip())
+            # a deep dive's solution cell opens with its marker line, "# Deep dive D: ..."
+            m = re.fullmatch(r'(#[^\n]*\n)?H\.grade_solution\("(\d\d\.\w+)"\)\s*(#.*)?', cell.source.strip())
             assert m, f"a solution cell grades one reference answer with H.grade_solution: {cell.source[:80]!r}"
-            graded.add(m.group(1))
+            graded.add(m.group(2))
         else:
             learner |= set(re.findall(r'^H\.exercise\("(\d\d\.\w+)", \w+\)', cell.source, re.M))
             assert "H.solution" not in cell.source and "grade_solution" not in cell.source, cell.source[:80]
@@ -274,10 +275,15 @@ def _exercise_keys_in(nb) -> tuple[set, set]:
 
 @pytest.mark.parametrize("path", notebook_paths(), ids=lambda p: p.name[:2])
 def test_every_exercise_has_a_skeleton_a_graded_solution_and_a_checker(path):
-    """2-3 exercises per notebook; each: a learner cell with a skeleton, a solution cell, a checker, a solution."""
+    """2-3 exercises in each core, at most one more per deep dive; each: a learner cell with a skeleton, a solution
+    cell, a checker, a solution."""
     nb = nbformat.read(path, as_version=4)
     learner, graded = _exercise_keys_in(nb)
-    assert 2 <= len(learner) <= 3, f"{path.name}: exercises {sorted(learner)}"
+    core, deep = split_core(nb)
+    in_core = _exercise_keys_in(nbformat.from_dict(dict(nb, cells=core)))[0]
+    sections = sum(1 for c in deep if c.cell_type == "markdown" and c.source.startswith("## Deep dive"))
+    assert 2 <= len(in_core) <= 3, f"{path.name}: core exercises {sorted(in_core)}"
+    assert len(learner) - len(in_core) <= sections, f"{path.name}: exercises {sorted(learner)}"
     assert learner == graded, f"{path.name}: learner cells {sorted(learner)}, solution cells {sorted(graded)}"
     for key in learner:
         assert key.startswith(path.name[:2] + "."), key

@@ -38,12 +38,25 @@ def conv(x, w):
 TORCH_ANSWERS = {
     "02.residual_block": lambda x, w, b, r, y: y.copy_(torch.relu(conv(x, w) + b + r)),
     "02.folded_bn": lambda x, w, scale, shift, y: y.copy_(torch.relu(conv(x, w) * scale + shift)),
+    "02.dgrad_drelu": lambda dy, w, x, dx: dx.copy_(torch.nn.grad.conv2d_input(dx.shape, w, dy, padding=1) * (x > 0)),
     "04.silu_amax": lambda a, b, bias: (lambda y: (y, y.float().abs().amax(dim=(1, 2), keepdim=True)))(
         F.silu(a @ b + bias)),
     "04.scaled_relu": lambda a, b, bias, y: (lambda alpha: y.copy_(F.relu(alpha * (a @ b) + bias))),
     "04.fp8_matmul_amax": lambda a8, b8, da, db: (lambda y: (y, y.float().abs().amax().reshape(1, 1, 1)))(
         ((a8.float() @ b8.float()) * da * db).to(torch.bfloat16)),
 }
+
+
+def _torch_rmsnorm_backward(dy, x, scale, inv_var, dx, dscale):
+    """Autograd through torch's F.rms_norm, written into the buffers given."""
+    rows, gamma = x.flatten(1).requires_grad_(True), scale.flatten().requires_grad_(True)
+    grad_x, grad_scale = torch.autograd.grad(F.rms_norm(rows, (rows.shape[1],), gamma, 1e-5), (rows, gamma),
+                                             dy.flatten(1))
+    dx.copy_(grad_x.reshape(dx.shape))
+    dscale.copy_(grad_scale.reshape(dscale.shape))
+
+
+TORCH_ANSWERS["04.rmsnorm_backward"] = _torch_rmsnorm_backward
 
 
 def _torch_window(q, k, v, o, window):

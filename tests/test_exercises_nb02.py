@@ -14,7 +14,8 @@ import helpers as H
 import helpers.exercises as X
 from helpers.checking import rel_error, tolerance
 from helpers.exercises import nb02
-from tests.support import graded, requires_gpu
+from helpers.exercises.provenance import tracing
+from tests.support import StandInGraph, graded, requires_gpu
 
 ROOT = Path(__file__).resolve().parent.parent
 NHWC = torch.channels_last
@@ -90,6 +91,143 @@ def test_checker_inputs_are_reproducible_nhwc_and_poisoned():
     assert all(a[k].is_contiguous(memory_format=NHWC) for k in a)
     assert torch.isnan(a["y"]).all() and a["r"].shape == a["y"].shape
     assert (a["scale"] >= 0.25).all() and (a["scale"] <= 2.0).all()
+
+
+# ------------------------------------------------------------------ CPU: the backward (02.dgrad_drelu)
+@pytest.fixture(scope="module")
+def dgrad_t():
+    return nb02.dgrad_tensors(dtype=torch.bfloat16, device="cpu")
+
+
+def test_dgrad_inputs_are_reproducible_nhwc_poisoned_and_c_is_not_k(dgrad_t):
+    again = nb02.dgrad_tensors(dtype=torch.bfloat16, device="cpu")
+    assert all(torch.equal(dgrad_t[k], again[k]) for k in ("dy", "w", "x"))
+    assert all(dgrad_t[k].is_contiguous(memory_format=NHWC) for k in dgrad_t)
+    n, c, hw, k = (nb02.DGRAD_SHAPE[d] for d in ("n", "c", "hw", "k"))
+    assert c != k, "C == K would let a filter used without its transpose run"
+    assert dgrad_t["dy"].shape == (n, k, hw, hw) and dgrad_t["w"].shape == (k, c, 3, 3)
+    assert dgrad_t["x"].shape == dgrad_t["dx"].shape == (n, c, hw, hw) and torch.isnan(dgrad_t["dx"]).all()
+    zeros = (dgrad_t["x"] == 0).float().mean().item()
+    assert (dgrad_t["x"] >= 0).all() and 0.4 < zeros < 0.6, "x is a ReLU's output: about half exact zeros"
+
+
+def test_dgrad_reference_is_autograds_input_gradient_masked_by_the_relu(dgrad_t):
+    """The right answer is the recipe's autograd dx; dgrad is conv2d of dy with the filter transposed AND flipped."""
+    from helpers.recipes import conv_backward
+
+    right, _ = nb02.dgrad_drelu_references(dgrad_t)
+    autograd_dx, _ = conv_backward.reference(dgrad_t)
+    assert rel_error(autograd_dx, right) < 1e-5
+    dy, w, x = (dgrad_t[k].double() for k in ("dy", "w", "x"))
+    assert rel_error(F.conv2d(dy, w.transpose(0, 1).flip(2, 3), padding=1) * (x > 0), right) < 1e-12
+
+
+def test_every_dgrad_wrong_formula_is_far_from_the_right_one(dgrad_t):
+    right, wrong = nb02.dgrad_drelu_references(dgrad_t)
+    assert len(wrong) == 5
+    for mistake, formula in wrong.items():
+        assert rel_error(formula, right) > 10 * tolerance(torch.bfloat16), mistake
+    formulas = list(wrong.values())
+    for i, a in enumerate(formulas):   # no wrong formula passes for another: each is named as itself
+        for b in formulas[i + 1:]:
+            assert rel_error(a, b) > 10 * tolerance(torch.bfloat16)
+
+
+def test_grade_dx_names_each_mistake_and_an_unwritten_dx(dgrad_t):
+    right, wrong = nb02.dgrad_drelu_references(dgrad_t)
+    assert nb02.grade_dx(right.to(torch.bfloat16), right, wrong) < tolerance(torch.bfloat16)
+    for mistake, formula in wrong.items():
+        with pytest.raises(X.Wrong) as caught:
+            nb02.grade_dx(formula.to(torch.bfloat16), right, wrong)
+        assert str(caught.value).startswith(mistake + " (rel err "), str(caught.value)
+    out = right.to(torch.bfloat16)
+    with pytest.raises(X.Wrong, match="^dx is still all NaN: nothing was written into it — mark the graph's output "
+                                      "with the dx you are given"):
+        nb02.grade_dx(torch.full_like(out, float("nan")), right, wrong)
+    with pytest.raises(X.Wrong, match=r"^dx has shape \(8, 32, 28, 28\), want \(8, 64, 28, 28\)"):
+        nb02.grade_dx(dgrad_t["dy"], right, wrong)   # an answer that wrote the gradient in dy's shape
+    with pytest.raises(X.Wrong, match=r"^dx is wrong: rel err 2 against the reference"):
+        nb02.grade_dx(-out, right, wrong)
+
+
+def _refused_on_the_cpu(answer) -> str:
+    pytest.importorskip("cudnn")
+    with X.grading_on("cpu"):
+        with pytest.raises(X.Wrong) as caught:
+            X.checker_for("02.dgrad_drelu")(answer)
+    return str(caught.value)
+
+
+def _mask(x):
+    return x > 0
+
+
+@pytest.mark.parametrize("answer, message", [
+    (lambda dy, w, x, dx: dx.copy_(torch.nn.grad.conv2d_input(dx.shape, w, dy, padding=1) * _mask(x)),
+     "torch computed dx (aten.convolution_backward"),
+    (lambda dy, w, x, dx: dx.copy_(F.conv_transpose2d(dy, w, padding=1) * _mask(x)),
+     "torch computed dx (aten.convolution"),
+    (lambda dy, w, x, dx: dx.copy_(F.conv_transpose2d(dy, w, padding=1)), "the ReLU backward is missing"),
+    (lambda dy, w, x, dx: dx.copy_(F.conv2d(dy, w.transpose(0, 1), padding=1) * _mask(x)),
+     "the filter is transposed but not flipped"),
+    (lambda dy, w, x, dx: None, "dx is still all NaN"),
+], ids=["conv2d_input", "conv_transpose2d", "no_mask", "unflipped", "nothing_written"])
+def test_the_dgrad_checker_refuses_torch_and_wrong_formulas_on_the_cpu(answer, message):
+    got = _refused_on_the_cpu(answer)
+    assert got.startswith(message), got
+
+
+def _dgrad_stand_in(*, masked=True, reads_x=True, kind="CONV_DGRAD"):
+    """A stand-in graph (torch inside) writing dx = conv_dgrad(dy, w), masked by x > 0 when ``masked``."""
+    def fn(dy, w, x=None):
+        dgrad = F.conv_transpose2d(dy, w, padding=1)
+        return {"dx": dgrad * (x > 0) if masked else dgrad}
+
+    inputs = {"dy": 1, "w": 2, **({"x": 3} if reads_x else {})}
+    return StandInGraph(fn, inputs, {"dx": 4}, kind=kind)
+
+
+def _scratch_then(torch_step):
+    """The dgrad (a stand-in graph) into a scratch tensor, then ``torch_step(scratch, x, dx)``."""
+    def answer(dy, w, x, dx):
+        scratch = torch.empty_like(dx)
+        _dgrad_stand_in(masked=False, reads_x=False).execute({1: dy, 2: w, 4: scratch})
+        torch_step(scratch, x, dx)
+    return answer
+
+
+def _dgrad_traced(t, answer):
+    t = dict(t, dx=torch.full_like(t["dx"], float("nan")))
+    with tracing(classes=(StandInGraph,), cuda_graph_classes=(), cache_classes=()) as trace:
+        for name in ("dy", "w", "x", "dx"):
+            trace.input(name, t[name])
+        with trace.answer():
+            answer(t["dy"], t["w"], t["x"], t["dx"])
+        nb02.require_fused(trace, t, ("dy", "w", "x", "dx"), out="dx", kinds=("CONV_DGRAD",))
+
+
+def _dgrad_then_mul_(dy, w, x, dx):
+    _dgrad_stand_in(masked=False, reads_x=False).execute({1: dy, 2: w, 4: dx})
+    dx.mul_(x > 0)
+
+
+@pytest.mark.parametrize("answer, message", [
+    (_dgrad_then_mul_, "torch changed dx after your cuDNN graph wrote it (aten.mul_): let the graph's output stand"),
+    (_scratch_then(lambda scratch, x, dx: torch.mul(scratch, x > 0, out=dx)), "torch computed part of dx (aten.gt"),
+    (_scratch_then(lambda scratch, x, dx: dx.copy_(torch.where(x > 0, scratch, 0.0))), "torch computed part of dx"),
+    (lambda dy, w, x, dx: _dgrad_stand_in(kind="CONV_FPROP").execute({1: dy, 2: w, 3: x, 4: dx}),
+     "the cuDNN graph that wrote dx has no conv_dgrad node (its nodes: CONV_FPROP)"),
+    (lambda dy, w, x, dx: _dgrad_stand_in(masked=False, reads_x=False).execute({1: dy, 2: w, 4: dx}),
+     "dx does not depend on the x you were given"),
+], ids=["dgrad_then_mul_", "mul_out", "where", "fprop_graph", "x_unread"])
+def test_dx_must_come_from_one_dgrad_graph_that_read_dy_w_and_x(dgrad_t, answer, message):
+    """The point: the ReLU backward in dgrad's epilogue. A cuDNN dgrad with torch's mask after it has the right
+    numbers and only cuDNN's convolution, yet fails, naming the torch operator."""
+    t = {k: v.float() for k, v in dgrad_t.items()}
+    _dgrad_traced(t, lambda dy, w, x, dx: _dgrad_stand_in().execute({1: dy, 2: w, 3: x, 4: dx}))   # the right one
+    with pytest.raises(X.Wrong) as caught:
+        _dgrad_traced(t, answer)
+    assert str(caught.value).startswith(message), str(caught.value)
 
 
 # ------------------------------------------------------------------ CPU: the notebook's cells
@@ -200,6 +338,92 @@ def bn_graph_copied_in(x, w, scale, shift, y):
     y.copy_(scratch)
 
 
+# ---- 02.dgrad_drelu: the backward, right and wrong
+def _dgrad(g, io, dy, w):
+    return g.conv_dgrad(io.input("dy", dy, layout=NHWC), io.input("w", w, layout=NHWC),
+                        padding=[1, 1], stride=[1, 1], dilation=[1, 1], name="dgrad")
+
+
+def dgrad_without_the_mask(dy, w, x, dx):
+    g, io = _graph(dy)
+    io.output("dx", _dgrad(g, io, dy, w), dx)
+    _run_graph(g, io)
+
+
+def dgrad_then_relu(dy, w, x, dx):
+    """The mask from dgrad's own output: relu where relu_backward with x belongs."""
+    g, io = _graph(dy)
+    io.output("dx", g.relu(_dgrad(g, io, dy, w)), dx)
+    _run_graph(g, io)
+
+
+def fprop_with_the_filter_transposed(dy, w, x, dx):
+    """conv_fprop of dy with w's K and C swapped (a copy: no arithmetic), then the right mask: the taps not flipped."""
+    w_t = w.transpose(0, 1).contiguous(memory_format=NHWC)
+    g, io = _graph(dy)
+    conv = g.conv_fprop(io.input("dy", dy, layout=NHWC), io.input("w", w_t, layout=NHWC),
+                        padding=[1, 1], stride=[1, 1], dilation=[1, 1])
+    io.output("dx", g.relu_backward(conv, io.input("x", x, layout=NHWC)), dx)
+    _run_graph(g, io)
+
+
+def fprop_with_the_filter_flipped_by_torch(dy, w, x, dx):
+    """Right numbers: conv_fprop of dy with w transposed and flipped, but the flip is torch's and no dgrad is in it."""
+    w_t = w.transpose(0, 1).flip(2, 3).contiguous(memory_format=NHWC)
+    g, io = _graph(dy)
+    conv = g.conv_fprop(io.input("dy", dy, layout=NHWC), io.input("w", w_t, layout=NHWC),
+                        padding=[1, 1], stride=[1, 1], dilation=[1, 1])
+    io.output("dx", g.relu_backward(conv, io.input("x", x, layout=NHWC)), dx)
+    _run_graph(g, io)
+
+
+def dgrad_then_mask_in_torch(dy, w, x, dx):
+    """Right numbers, cuDNN's dgrad, but the ReLU backward is a second (torch) kernel."""
+    dgrad_without_the_mask(dy, w, x, dx)
+    dx.mul_(x > 0)
+
+
+def dgrad_by_torch(dy, w, x, dx):
+    dx.copy_(torch.nn.grad.conv2d_input(dx.shape, w, dy, padding=1) * (x > 0))
+
+
+def dgrad_on_the_cpu(dy, w, x, dx):
+    cpu = [t.float().cpu() for t in (dy, w, x)]
+    dx.copy_((F.conv_transpose2d(cpu[0], cpu[1], padding=1) * (cpu[2] > 0)).to(dx.device, dx.dtype))
+
+
+def dgrad_graph_copied_in(dy, w, x, dx):
+    scratch = torch.empty_like(dx)
+    X.solution("02.dgrad_drelu")(dy, w, x, scratch)
+    dx.copy_(scratch)
+
+
+def dgrad_into_a_new_tensor(dy, w, x, dx):
+    X.solution("02.dgrad_drelu")(dy, w, x, torch.empty_like(dx))
+
+
+# Wrong answers cuDNN may also refuse to build (then the learner reads their own exception, in one line).
+def relu_backward_arguments_swapped(dy, w, x, dx):
+    g, io = _graph(dy)
+    io.output("dx", g.relu_backward(io.input("x", x, layout=NHWC), _dgrad(g, io, dy, w)), dx)
+    _run_graph(g, io)
+
+
+def mask_by_a_second_graph(dy, w, x, dx):
+    """Two cuDNN graphs: dgrad into a scratch tensor, then relu_backward alone."""
+    scratch = torch.empty_like(dx)
+    dgrad_without_the_mask(dy, w, x, scratch)
+    g, io = _graph(dy)
+    io.output("dx", g.relu_backward(io.input("dgrad", scratch, layout=NHWC), io.input("x", x, layout=NHWC)), dx)
+    _run_graph(g, io)
+
+
+def dgrad_by_torchs_cudnn_op(dy, w, x, dx):
+    """torch's own cuDNN transposed convolution (dgrad), masked by torch."""
+    dgrad = torch.cudnn_convolution_transpose(dy, w, (1, 1), (0, 0), (1, 1), (1, 1), 1, False, False, False)
+    dx.copy_(dgrad * (x > 0))
+
+
 WRONG = [
     ("02.residual_block", block_by_torch, "torch computed y (aten.convolution"),
     ("02.residual_block", block_on_the_cpu, "torch computed y (aten.convolution (on the CPU)"),
@@ -214,6 +438,21 @@ WRONG = [
     ("02.residual_block", writes_a_new_tensor, "y is still all NaN"),
     ("02.folded_bn", shift_then_scale, "scale and shift are applied in the wrong order"),
     ("02.folded_bn", scale_folded_into_weights_by_torch, "torch computed part of y (aten.mul)"),
+    ("02.dgrad_drelu", dgrad_without_the_mask, "the ReLU backward is missing"),
+    ("02.dgrad_drelu", dgrad_then_relu, "the mask comes from dgrad's output, not from x"),
+    ("02.dgrad_drelu", fprop_with_the_filter_transposed, "the filter is transposed but not flipped"),
+    ("02.dgrad_drelu", fprop_with_the_filter_flipped_by_torch, "torch computed part of dx (aten.flip)"),
+    ("02.dgrad_drelu", dgrad_then_mask_in_torch, "torch changed dx after your cuDNN graph wrote it (aten.mul_)"),
+    ("02.dgrad_drelu", dgrad_by_torch, "torch computed dx (aten.convolution_backward"),
+    ("02.dgrad_drelu", dgrad_on_the_cpu, "torch computed dx (aten.convolution (on the CPU)"),
+    ("02.dgrad_drelu", dgrad_graph_copied_in, "dx holds a copy of a cuDNN result (aten.copy_)"),
+    ("02.dgrad_drelu", dgrad_into_a_new_tensor, "dx is still all NaN"),
+]
+# (answer, what the checker says if cuDNN builds it); where cuDNN refuses the graph, the learner's own exception
+WRONG_OR_UNBUILT = [
+    (relu_backward_arguments_swapped, "relu_backward's arguments are swapped"),
+    (mask_by_a_second_graph, "the cuDNN graph that wrote dx has no conv_dgrad node (its nodes: POINTWISE)"),
+    (dgrad_by_torchs_cudnn_op, "dx comes from torch's own kernel (aten.cudnn_convolution_transpose)"),
 ]
 
 
@@ -234,3 +473,17 @@ def test_torchs_own_fused_cudnn_convolution_is_refused_by_name():
                                        "your code raised")), verdict.message
 
 
+
+
+@requires_gpu
+def test_the_dgrad_reference_passes_in_one_kernel():
+    verdict = graded("02.dgrad_drelu", X.solution("02.dgrad_drelu"))
+    assert verdict.status == "passed" and verdict.message.startswith("correct — one kernel"), verdict.message
+
+
+@requires_gpu
+@pytest.mark.parametrize("answer, message", WRONG_OR_UNBUILT, ids=[w[0].__name__ for w in WRONG_OR_UNBUILT])
+def test_a_dgrad_answer_cudnn_may_not_build_fails_either_way(answer, message):
+    verdict = graded("02.dgrad_drelu", answer)
+    assert verdict.status == "failed", verdict
+    assert verdict.message.startswith((message, "your code raised")), verdict.message

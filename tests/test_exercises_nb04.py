@@ -18,9 +18,9 @@ from helpers.exercises import graph_runs, nb04
 from tests.support import StandInGraph, graded, requires_gpu
 
 ROOT = Path(__file__).resolve().parent.parent
-KEYS = ("04.silu_amax", "04.scaled_relu", "04.fp8_matmul_amax")
+KEYS = ("04.silu_amax", "04.scaled_relu", "04.fp8_matmul_amax", "04.rmsnorm_backward")
 SKELETON_NAMES = {"04.silu_amax": "silu_amax", "04.scaled_relu": "make_scaled_relu",
-                  "04.fp8_matmul_amax": "fp8_matmul_amax"}
+                  "04.fp8_matmul_amax": "fp8_matmul_amax", "04.rmsnorm_backward": "rmsnorm_backward"}
 BF16 = torch.bfloat16
 
 
@@ -523,3 +523,341 @@ def test_an_fp8_gemm_by_torchs_scaled_mm_is_named():
         verdict.message
 
 
+
+
+# ================================================================== 04.rmsnorm_backward
+# ------------------------------------------------------------------ CPU: its inputs and its grading
+BACKWARD_ARGS = ("dy", "x", "scale", "inv_var", "dx", "dscale")
+
+
+@pytest.fixture
+def norm_t():
+    return nb04.rmsnorm_backward_inputs(dtype=BF16, device="cpu")
+
+
+def test_rmsnorm_backward_inputs_are_the_recipes_with_the_forwards_exact_inv_var(norm_t):
+    from helpers.recipes.norms import rms_reference
+
+    again = nb04.rmsnorm_backward_inputs(dtype=BF16, device="cpu")
+    assert all(torch.equal(norm_t[k], again[k]) for k in ("dy", "x", "scale", "inv_var"))
+    rows, hidden = nb04.NORM_SHAPE
+    assert hidden % 8 == 0 and hidden >= 64, "a hidden size the norm engines take"
+    assert norm_t["x"].shape == norm_t["dy"].shape == norm_t["dx"].shape == (rows, hidden, 1, 1)
+    assert norm_t["scale"].shape == norm_t["dscale"].shape == (1, hidden, 1, 1)
+    assert norm_t["dx"].dtype == norm_t["dscale"].dtype == norm_t["scale"].dtype == BF16
+    assert norm_t["inv_var"].shape == (rows, 1, 1, 1) and norm_t["inv_var"].dtype == torch.float32
+    assert torch.equal(norm_t["inv_var"], rms_reference(norm_t)["inv_var"]), "the exercise is the backward alone"
+    assert norm_t["inv_var"].max() / norm_t["inv_var"].min() > 10, "rows of very different RMS"
+    assert torch.isnan(norm_t["dx"]).all() and torch.isnan(norm_t["dscale"]).all()
+
+
+def test_every_rmsnorm_backward_mistake_is_far_from_the_right_gradients(norm_t):
+    """A check that cannot fail is a defect: on the checker's inputs each wrong dx or dscale is off by far more
+    than the tolerance (the inputs are chosen for that: dy leans on x and has a mean per row)."""
+    (dx, dscale), (wrong_dx, wrong_dscale) = nb04.rmsnorm_backward_references(norm_t)
+    for right, wrong in ((dx, wrong_dx), (dscale, wrong_dscale)):
+        for mistake, formula in wrong.items():
+            assert formula.shape == right.shape, mistake
+            assert rel_error(formula, right) > 10 * tolerance(BF16), mistake
+
+
+def test_a_layernorm_gradient_by_autograd_is_named_as_one(norm_t):
+    """x's rows are centred: F.layer_norm's own gradient (its own mean and variance) is the mean-centred formula."""
+    from helpers.recipes.norms import layer_reference
+
+    ln = layer_reference(dict(norm_t, bias=torch.zeros_like(norm_t["scale"])))
+    norm_t["dx"], norm_t["dscale"] = ln["dx"].to(BF16), ln["dscale"].to(BF16)
+    with pytest.raises(X.Wrong, match=r"^dx is a LayerNorm backward: it also subtracts the row mean of dy·scale"):
+        nb04.grade_rmsnorm_backward(norm_t)
+
+
+def _right_into(t):
+    (dx, dscale), _ = nb04.rmsnorm_backward_references(t)
+    t["dx"], t["dscale"] = dx.to(BF16), dscale.to(BF16)
+    return t
+
+
+def test_right_gradients_pass_and_each_mistake_gets_its_own_line(norm_t):
+    dx_err, dscale_err = nb04.grade_rmsnorm_backward(_right_into(norm_t))
+    assert dx_err < tolerance(BF16) and dscale_err < tolerance(BF16)
+    _, (wrong_dx, wrong_dscale) = nb04.rmsnorm_backward_references(norm_t)
+    cases = [({"dx": f}, m) for m, f in wrong_dx.items()] + [({"dscale": f}, m) for m, f in wrong_dscale.items()]
+    assert len(cases) == 4
+    for replaced, message in cases:
+        t = dict(norm_t, **{k: v.to(BF16) for k, v in replaced.items()})
+        with pytest.raises(X.Wrong) as caught:
+            nb04.grade_rmsnorm_backward(t)
+        assert str(caught.value).startswith(message + " (rel err "), str(caught.value)
+
+
+def test_unwritten_gradients_are_named_each_on_its_own_line(norm_t):
+    t = _right_into(norm_t)
+    nan = float("nan")
+    with pytest.raises(X.Wrong, match=r"^dscale is still all NaN: nothing was written into it — the node's second "
+                                      r"output is dscale: mark it with the dscale you are given"):
+        nb04.grade_rmsnorm_backward(dict(t, dscale=torch.full_like(t["dscale"], nan)))
+    with pytest.raises(X.Wrong, match=r"^dx is still all NaN: nothing was written into it — mark the "
+                                      r"rmsnorm_backward node's dx output"):
+        nb04.grade_rmsnorm_backward(dict(t, dx=torch.full_like(t["dx"], nan)))
+    partly = t["dx"].clone()
+    partly[3, :8] = nan
+    with pytest.raises(X.Wrong, match=r"^8 of \d+ elements of dx were never written"):
+        nb04.grade_rmsnorm_backward(dict(t, dx=partly))
+    with pytest.raises(X.Wrong, match=r"^dscale has shape \(256, 1024, 1, 1\), want \(1, 1024, 1, 1\)"):
+        nb04.grade_rmsnorm_backward(dict(t, dscale=t["dx"]))   # a per-row dscale, not summed over the rows
+    with pytest.raises(X.Wrong, match=r"^dx is wrong: rel err"):
+        nb04.grade_rmsnorm_backward(dict(t, dx=-t["dx"]))
+
+
+def test_without_the_norm_engines_the_rmsnorm_backward_is_skipped_not_failed():
+    assert X.needs("04.rmsnorm_backward") == ("norm_graphs",)
+    if H.gate("norm_graphs").ok:
+        pytest.skip("this machine runs the norm graphs")
+    verdict = X.exercise("04.rmsnorm_backward", X.solution("04.rmsnorm_backward"), quiet=True)
+    assert verdict.status == "skipped" and verdict.message.startswith("skipped on this machine — norm_graphs"), \
+        verdict.message
+
+
+# ------------------------------------------------------------------ CPU: the point (one execute) and provenance
+def _rms_bwd(dy, x, scale, inv_var):
+    """The RMSNorm backward in fp32 on [rows, hidden, 1, 1] tensors: {"dx", "dscale"} (what a stand-in runs)."""
+    g, xhat = dy.float() * scale.float(), x.float() * inv_var
+    dx = inv_var * (g - xhat * (g * xhat).mean(dim=1, keepdim=True))
+    return {"dx": dx, "dscale": (dy.float() * xhat).sum(dim=0, keepdim=True)}
+
+
+def _norm_stand_in(kind="RMSNORM_BWD"):
+    """A stand-in cuDNN graph with one ``kind`` node: dy, x, scale, inv_var in (uids 1-4), dx and dscale out (5, 6)."""
+    return StandInGraph(_rms_bwd, {"dy": 1, "x": 2, "scale": 3, "inv_var": 4}, {"dx": 5, "dscale": 6}, kind=kind)
+
+
+def _pack(dy, x, scale, inv_var, dx, dscale):
+    return {1: dy, 2: x, 3: scale, 4: inv_var, 5: dx, 6: dscale}
+
+
+def one_execute(*args):
+    _norm_stand_in().execute(_pack(*args))
+
+
+def two_executes_of_one_graph(dy, x, scale, inv_var, dx, dscale):
+    graph = _norm_stand_in()
+    graph.execute(_pack(dy, x, scale, inv_var, dx, torch.empty_like(dscale)))
+    graph.execute(_pack(dy, x, scale, inv_var, torch.empty_like(dx), dscale))
+
+
+def two_graphs(dy, x, scale, inv_var, dx, dscale):
+    _norm_stand_in().execute(_pack(dy, x, scale, inv_var, dx, torch.empty_like(dscale)))
+    _norm_stand_in().execute(_pack(dy, x, scale, inv_var, torch.empty_like(dx), dscale))
+
+
+def statistics_recomputed_by_torch(dy, x, scale, inv_var, dx, dscale):
+    again = torch.rsqrt(x.float().square().mean(dim=1, keepdim=True) + 1e-5)
+    _norm_stand_in().execute(_pack(dy, x, scale, again, dx, dscale))
+
+
+def a_layernorm_backward_node(*args):
+    _norm_stand_in("LAYERNORM_BWD").execute(_pack(*args))
+
+
+def copied_from_scratch(dy, x, scale, inv_var, dx, dscale):
+    scratch = torch.empty_like(dx)
+    _norm_stand_in().execute(_pack(dy, x, scale, inv_var, scratch, dscale))
+    dx.copy_(scratch)
+
+
+def dscale_by_torch(dy, x, scale, inv_var, dx, dscale):
+    _norm_stand_in().execute(_pack(dy, x, scale, inv_var, dx, torch.empty_like(dscale)))
+    dscale.copy_((dy * x * inv_var).sum(dim=0, keepdim=True))
+
+
+STAND_IN_WATCH = dict(classes=(StandInGraph,), cuda_graph_classes=(), cache_classes=())
+
+
+@pytest.mark.parametrize("answer, message", [
+    (two_executes_of_one_graph, "dx and dscale come from 2 executes of your graph: the point is one execute that "
+                                "writes both"),
+    (two_graphs, "dx and dscale come from 2 separate cuDNN graphs: the point is one graph — put the dscale output"),
+    (statistics_recomputed_by_torch, "dx does not use the inv_var you were given: the forward saved it so the "
+                                     "backward need not recompute the statistics"),
+    (a_layernorm_backward_node, "the cuDNN graph that wrote dx has no rmsnorm_bwd node (its nodes: LAYERNORM_BWD)"),
+    (copied_from_scratch, "dx holds a copy of a cuDNN result (aten.copy_)"),
+    (dscale_by_torch, "torch computed dscale (aten.mul, aten.sum)"),
+], ids=lambda v: getattr(v, "__name__", "message"))
+def test_dx_and_dscale_must_come_from_one_execute_of_an_rmsnorm_backward_graph(answer, message):
+    """Each answer writes the right numbers (fp32, on the CPU): the refusal is about who wrote them, and how."""
+    t = nb04.rmsnorm_backward_inputs(dtype=torch.float32, device="cpu")
+    trace = nb04._traced_backward(one_execute, t, **STAND_IN_WATCH)
+    nb04.grade_rmsnorm_backward(t)
+    nb04.require_one_backward_execute(trace, t)   # the right answer passes
+    t = nb04.rmsnorm_backward_inputs(dtype=torch.float32, device="cpu")
+    trace = nb04._traced_backward(answer, t, **STAND_IN_WATCH)
+    nb04.grade_rmsnorm_backward(t)
+    with pytest.raises(X.Wrong) as caught:
+        nb04.require_one_backward_execute(trace, t)
+    assert str(caught.value).startswith(message), str(caught.value)
+
+
+def test_torch_answers_are_refused_on_the_cpu_the_mistake_named_first():
+    """Graded on the CPU (``grading_on("cpu")``): autograd through F.rms_norm, or the formula by hand, computes the
+    right gradients and is refused for who computed them; a hand-derived dx with inv_var as a constant is named."""
+    pytest.importorskip("cudnn")
+    check = X.checker_for("04.rmsnorm_backward")
+
+    def by_autograd(dy, x, scale, inv_var, dx, dscale):
+        rows = x.flatten(1).requires_grad_(True)
+        gamma = scale.flatten().requires_grad_(True)
+        y = F.rms_norm(rows, (rows.shape[1],), gamma, 1e-5)
+        grad_x, grad_scale = torch.autograd.grad(y, (rows, gamma), dy.flatten(1))
+        dx.copy_(grad_x.reshape(dx.shape))
+        dscale.copy_(grad_scale.reshape(dscale.shape))
+
+    def by_hand(dy, x, scale, inv_var, dx, dscale):
+        dx.copy_(_rms_bwd(dy, x, scale, inv_var)["dx"])
+        dscale.copy_(_rms_bwd(dy, x, scale, inv_var)["dscale"])
+
+    def inv_var_a_constant(dy, x, scale, inv_var, dx, dscale):
+        dx.copy_(dy * scale * inv_var)
+        dscale.copy_((dy * x * inv_var).sum(dim=0, keepdim=True))
+
+    with X.grading_on("cpu"):
+        for answer, message in [(by_autograd, "torch computed dx (aten."), (by_hand, "torch computed dx (aten."),
+                                (inv_var_a_constant, "dx treats inv_var as a constant: it is dy·scale·inv_var")]:
+            with pytest.raises(X.Wrong) as caught:
+                check(answer)
+            assert str(caught.value).startswith(message), (answer.__name__, str(caught.value))
+        with pytest.raises(X.NotDone, match=r"returned \.\.\."):
+            check(lambda *args: Ellipsis)
+
+
+# ------------------------------------------------------------------ GPU: real answers through its checker
+def _norm_graph(dtype):
+    from helpers.recipes import new_graph
+
+    g = new_graph(dtype)
+    return g, H.GraphIO(g)   # mixed dtypes: the statistics stay fp32
+
+
+def _rms_bwd_graph(dy, x, scale, inv_var, dx, dscale, *, swap=False, dbias=None):
+    """The RMSNorm backward as one built graph: (graph, io). ``swap``: dy bound as input= and x as grad=;
+    ``dbias``: has_dbias=True, its output bound to that buffer."""
+    g, io = _norm_graph(x.dtype)
+    first, second = (("x", x), ("dy", dy)) if swap else (("dy", dy), ("x", x))
+    grad_x, grad_scale, grad_bias = g.rmsnorm_backward(
+        grad=io.input(*first), input=io.input(*second), scale=io.input("scale", scale),
+        inv_variance=io.input("inv_var", inv_var), has_dbias=dbias is not None)
+    io.output("dx", grad_x, dx)
+    io.output("dscale", grad_scale, dscale)
+    if dbias is not None:
+        io.output("dbias", grad_bias, dbias)
+    H.build(g)
+    return g, io
+
+
+def _run(g, io, **replacements):
+    g.execute(io.pack(**replacements), H.workspace_for(g), handle=H.get_handle())
+
+
+def rms_backward_by_autograd(dy, x, scale, inv_var, dx, dscale):
+    rows = x.float().flatten(1).requires_grad_(True)
+    gamma = scale.float().flatten().requires_grad_(True)
+    grad_x, grad_scale = torch.autograd.grad(F.rms_norm(rows, (rows.shape[1],), gamma, 1e-5), (rows, gamma),
+                                             dy.float().flatten(1))
+    dx.copy_(grad_x.reshape(dx.shape))
+    dscale.copy_(grad_scale.reshape(dscale.shape))
+
+
+def inv_var_taken_as_a_constant(dy, x, scale, inv_var, dx, dscale):
+    """dscale from the graph; dx derived by hand with inv_var as a constant (torch: the grade names it first)."""
+    X.solution("04.rmsnorm_backward")(dy, x, scale, inv_var, torch.empty_like(dx), dscale)
+    dx.copy_(dy.float() * scale.float() * inv_var)
+
+
+def layernorm_backward_instead(dy, x, scale, inv_var, dx, dscale):
+    """cuDNN's LayerNorm backward, fed the RMS inv_var and a mean of zeros (the learner has no mean)."""
+    g, io = _norm_graph(x.dtype)
+    mean = torch.zeros_like(inv_var)
+    grad_x, grad_scale, grad_bias = g.layernorm_backward(
+        grad=io.input("dy", dy), input=io.input("x", x), scale=io.input("scale", scale),
+        mean=io.input("mean", mean), inv_variance=io.input("inv_var", inv_var))
+    io.output("dx", grad_x, dx)
+    io.output("dscale", grad_scale, dscale)
+    io.output("dbias", grad_bias, torch.empty_like(dscale))
+    H.build(g)
+    _run(g, io)
+
+
+def dscale_left_unwritten(dy, x, scale, inv_var, dx, dscale):
+    _run(*_rms_bwd_graph(dy, x, scale, inv_var, dx, torch.empty_like(dscale)))
+
+
+def dbias_bound_as_dscale(dy, x, scale, inv_var, dx, dscale):
+    _run(*_rms_bwd_graph(dy, x, scale, inv_var, dx, torch.empty_like(dscale), dbias=dscale))
+
+
+def dy_and_x_swapped(dy, x, scale, inv_var, dx, dscale):
+    _run(*_rms_bwd_graph(dy, x, scale, inv_var, dx, dscale, swap=True))
+
+
+def inv_var_recomputed_by_torch(dy, x, scale, inv_var, dx, dscale):
+    again = torch.rsqrt(x.float().square().mean(dim=1, keepdim=True) + 1e-5)
+    X.solution("04.rmsnorm_backward")(dy, x, scale, again, dx, dscale)
+
+
+def dscale_from_a_second_graph(dy, x, scale, inv_var, dx, dscale):
+    solution = X.solution("04.rmsnorm_backward")
+    solution(dy, x, scale, inv_var, dx, torch.empty_like(dscale))
+    solution(dy, x, scale, inv_var, torch.empty_like(dx), dscale)
+
+
+def dx_and_dscale_from_two_executes(dy, x, scale, inv_var, dx, dscale):
+    g, io = _rms_bwd_graph(dy, x, scale, inv_var, dx, dscale)
+    _run(g, io, dscale=torch.empty_like(dscale))
+    _run(g, io, dx=torch.empty_like(dx))
+
+
+def backward_copied_out(dy, x, scale, inv_var, dx, dscale):
+    scratch = torch.empty_like(dx)
+    X.solution("04.rmsnorm_backward")(dy, x, scale, inv_var, scratch, dscale)
+    dx.copy_(scratch)
+
+
+NORM_WRONG = [
+    (rms_backward_by_autograd, "torch computed dx (aten."),
+    (inv_var_taken_as_a_constant, "dx treats inv_var as a constant: it is dy·scale·inv_var"),
+    (layernorm_backward_instead, "dx is a LayerNorm backward: it also subtracts the row mean of dy·scale"),
+    (dscale_left_unwritten, "dscale is still all NaN: nothing was written into it"),
+    (dbias_bound_as_dscale, "dscale is the sum of dy over the rows: that is dbias"),
+    (dy_and_x_swapped, "dx comes from dy and x swapped"),
+    (inv_var_recomputed_by_torch, "dx does not use the inv_var you were given"),
+    (dscale_from_a_second_graph, "dx and dscale come from 2 separate cuDNN graphs: the point is one graph"),
+    (dx_and_dscale_from_two_executes, "dx and dscale come from 2 executes of your graph"),
+    (backward_copied_out, "dx holds a copy of a cuDNN result (aten.copy_)"),
+]
+
+
+@requires_gpu
+@pytest.mark.parametrize("answer, message", NORM_WRONG, ids=[w[0].__name__ for w in NORM_WRONG])
+def test_the_rmsnorm_backward_checker_rejects_a_typical_wrong_answer(answer, message):
+    verdict = graded("04.rmsnorm_backward", answer)
+    assert verdict.status == "failed" and verdict.message.startswith(message), verdict.message
+
+
+@requires_gpu
+def test_the_rmsnorm_backward_checker_accepts_the_reference_and_the_recipe():
+    """The reference solution, and the recipe deep dive G teaches (``recipes.norms.rmsnorm_backward_graph``)."""
+    from helpers.recipes import norms
+
+    verdict = graded("04.rmsnorm_backward", X.solution("04.rmsnorm_backward"))
+    assert verdict.status == "passed" and verdict.message.startswith("correct — one execute wrote dx and dscale"), \
+        verdict.message
+
+    def by_the_recipe(dy, x, scale, inv_var, dx, dscale):
+        g, io = norms.rmsnorm_backward_graph(dict(dy=dy, x=x, scale=scale, inv_var=inv_var, dx=dx, dscale=dscale))
+        _run_built(g, io)
+
+    assert graded("04.rmsnorm_backward", by_the_recipe).status == "passed"
+
+
+def _run_built(g, io):
+    H.build(g)
+    _run(g, io)

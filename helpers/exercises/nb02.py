@@ -2,13 +2,14 @@
 
     02.residual_block   relu(conv(x, w) + b + r)        a ResNet block's residual, added inside the graph
     02.folded_bn        relu(conv(x, w) * scale + shift) inference batch norm folded into the epilogue
+    02.dgrad_drelu      relu_backward(conv_dgrad(dy, w), x)  the backward: dgrad with the previous ReLU's mask
 
 Each checker runs the answer on its own NHWC inputs (3x3 filter, padding 1, stride 1) with a NaN-poisoned
-output, compares the output with a float64 PyTorch reference, names the usual mistake when the output
-matches a wrong formula instead, then traces who wrote y (``provenance``: a cuDNN graph with a convolution that
-read every input, no torch compute on the way — torch's own cuDNN convolution ops included) and counts the GPU
-kernels of one call: the point is one. Inside ``grading_on("cpu")`` it grades on the CPU up to the kernel count,
-so a torch answer is refused there too.
+output (y, or dx for the backward), compares it with a float64 PyTorch reference, names the usual mistake when
+it matches a wrong formula instead, then traces who wrote it (``provenance``: a cuDNN graph with the exercise's
+convolution, CONV_FPROP or CONV_DGRAD, that read every input, no torch compute on the way — torch's own cuDNN
+convolution ops included) and counts the GPU kernels of one call: the point is one. Inside ``grading_on("cpu")``
+it grades on the CPU up to the kernel count, so a torch answer is refused there too.
 torch and the GPU are touched only inside the functions, so this module imports on any machine.
 """
 from __future__ import annotations
@@ -18,6 +19,10 @@ from . import NotDone, Wrong, checker, grade_output, grading_setup
 # Small: each answer builds its graph per call, and a checker calls it twice. Channel counts are multiples
 # of 8 (tensor-core kernels); N, C, H=W, K, filter, padding, stride.
 SHAPE = dict(n=8, c=64, hw=28, k=64, rs=3, pad=1, stride=1)
+# The backward's: C != K, so a filter used as it is in a forward convolution of dy (k channels in, w expects c)
+# cannot run, and only a transposed one fits: dy [n,k,h,w], w [k,c,3,3], x and dx [n,c,h,w]. Nor can x's mask
+# (c channels) be applied to dy (k channels) before dgrad: that mistake fails to build, so it needs no formula.
+DGRAD_SHAPE = dict(n=8, c=64, hw=28, k=32, rs=3, pad=1, stride=1)
 SEED = 2
 
 
@@ -80,11 +85,51 @@ def folded_bn_references(t) -> tuple:
     return right, wrong
 
 
+def dgrad_tensors(*, dtype, device: str = "cuda", seed: int = SEED) -> dict:
+    """The dgrad checker's inputs, from the conv_backward recipe (NHWC): the incoming gradient dy [n,k,h,w], the
+    filter w [k,c,3,3], x [n,c,h,w] (the previous layer's ReLU output: about half exact zeros) and a NaN-poisoned
+    dx shaped like x. Reproducible for a given seed."""
+    from ..recipes.conv_backward import make_tensors
+
+    t = make_tensors(**DGRAD_SHAPE, dtype=dtype, seed=seed, device=device)
+    return {name: t[name] for name in ("dy", "w", "x", "dx")}
+
+
+def dgrad_drelu_references(t) -> tuple:
+    """dx = conv_dgrad(dy, w) * (x > 0) and, by the mistake that gives it, the usual wrong ones (all float64).
+    dgrad is the transposed convolution: conv2d(dy, w with K and C swapped AND its 3x3 taps flipped)."""
+    import torch
+    import torch.nn.functional as F
+
+    pad, stride = DGRAD_SHAPE["pad"], DGRAD_SHAPE["stride"]
+    dy, w, x = (t[name].double() for name in ("dy", "w", "x"))
+    dgrad = F.conv_transpose2d(dy, w, padding=pad, stride=stride)
+    mask = x > 0
+    right = dgrad * mask
+    wrong = {
+        "the ReLU backward is missing: dx is conv_dgrad(dy, w) alone, not masked where x > 0": dgrad,
+        "the mask is inverted: dx is dgrad * (x <= 0); the gradient passes where x > 0": dgrad * ~mask,
+        "the mask comes from dgrad's output, not from x: dx is relu(dgrad); use relu_backward(dgrad, x)":
+            torch.relu(dgrad),
+        "relu_backward's arguments are swapped: dx is x * (dgrad > 0); the gradient comes first, "
+        "relu_backward(dgrad, x)": x * (dgrad > 0),
+        "the filter is transposed but not flipped: conv_fprop(dy, w^T) is not dgrad, which also flips the 3x3 taps "
+        "— use graph.conv_dgrad(dy, w)": F.conv2d(dy, w.transpose(0, 1), padding=pad, stride=stride) * mask,
+    }
+    return right, wrong
+
+
 def grade(out, right, wrong: dict) -> float:
     """The relative error of ``out`` (y) against ``right``, or ``Wrong`` in one line naming the mistake: the
     course's grading cascade, ``grade_output``."""
-    return grade_output(out, right, wrong, what="the output",
-                        all_nan_hint="mark the graph's output with the y you are given (io.output) and execute the graph")
+    return grade_output(out, right, wrong, what="the output", all_nan_hint="mark the graph's output with the y you are "
+                        "given (io.output) and execute the graph")
+
+
+def grade_dx(out, right, wrong: dict) -> float:
+    """``grade`` for the backward's output, dx."""
+    return grade_output(out, right, wrong, name="dx", all_nan_hint="mark the graph's output with the dx you are "
+                        "given (io.output) and execute the graph")
 
 
 def _short(kernel: str) -> str:
@@ -114,19 +159,21 @@ def _run(answer, names: tuple, t: dict):
     returned = answer(*(t[name] for name in names))
     if returned is Ellipsis:
         raise NotDone(f"not done yet — {getattr(answer, '__name__', 'your answer')} returned ...")
-    if t["y"].is_cuda:
+    if any(value.is_cuda for value in t.values()):
         torch.cuda.synchronize()
 
 
-def require_fused(trace, t: dict, names: tuple) -> None:
-    """``Wrong`` in one line unless y was written last by a cuDNN graph with a convolution that read every input in
-    ``names`` (y aside), with nothing torch computed on the way (``trace``: the ``provenance.Trace`` of the call)."""
-    trace.require_graph_output(t["y"], "y", kinds=("CONV_FPROP",), inputs=tuple(n for n in names if n != "y"))
+def require_fused(trace, t: dict, names: tuple, *, out: str = "y", kinds: tuple = ("CONV_FPROP",)) -> None:
+    """``Wrong`` in one line unless ``out`` (y) was written last by a cuDNN graph with the convolution ``kinds``
+    that read every other input in ``names``, with nothing torch computed on the way (``trace``: the
+    ``provenance.Trace`` of the call)."""
+    trace.require_graph_output(t[out], out, kinds=kinds, inputs=tuple(n for n in names if n != out))
 
 
-def _check_fused(answer, names: tuple, references, fix: str) -> str:
-    """Run, grade against ``references(t)``, trace who wrote y, then count one call's kernels on a fresh poisoned
-    output (GPU only)."""
+def _check_fused(answer, names: tuple, references, fix: str, *, out: str = "y", kinds: tuple = ("CONV_FPROP",),
+                 make=tensors, grader=grade) -> str:
+    """Run on ``make``'s tensors, grade ``out`` with ``grader`` against ``references(t)``, trace who wrote it (a graph
+    with ``kinds``), then count one call's kernels on a fresh poisoned output (GPU only)."""
     import torch
 
     from ..checking import poison_
@@ -134,18 +181,18 @@ def _check_fused(answer, names: tuple, references, fix: str) -> str:
     from .provenance import tracing
 
     device, dtype = grading_setup()   # needs a GPU unless grading on the CPU: one line if there is none
-    t = tensors(dtype=dtype, device=device)
+    t = make(dtype=dtype, device=device)
     with tracing() as trace:
         for name in names:
             trace.input(name, t[name])
         with trace.answer():
             _run(answer, names, t)
     right, wrong = references(t)
-    err = grade(t["y"], right, wrong)
-    require_fused(trace, t, names)
+    err = grader(t[out], right, wrong)
+    require_fused(trace, t, names, out=out, kinds=kinds)
     if device == "cpu":
         return f"correct on the CPU — rel err {err:.1e} (the kernel count needs a GPU)"
-    fresh = dict(t, y=poison_(torch.empty_like(t["y"])))
+    fresh = dict(t, **{out: poison_(torch.empty_like(t[out]))})
     one_kernel(kernels_launched(lambda: answer(*(fresh[name] for name in names))), fix)
     return f"correct — one kernel, rel err {err:.1e}"
 
@@ -162,3 +209,12 @@ def check_folded_bn(answer) -> str:
     """``answer(x, w, scale, shift, y)`` writes relu(conv(x, w) * scale + shift) into y with one kernel."""
     return _check_fused(answer, ("x", "w", "scale", "shift", "y"), folded_bn_references,
                         "multiply and add inside the graph (graph.scale or graph.mul, graph.bias), not in torch")
+
+
+@checker("02.dgrad_drelu")
+def check_dgrad_drelu(answer) -> str:
+    """``answer(dy, w, x, dx)`` writes relu_backward(conv_dgrad(dy, w), x) into dx with one kernel: a graph with a
+    CONV_DGRAD node that read dy, w and x."""
+    return _check_fused(answer, ("dy", "w", "x", "dx"), dgrad_drelu_references,
+                        "put the ReLU backward in the dgrad graph (graph.relu_backward(dgrad, x)), not a second one",
+                        out="dx", kinds=("CONV_DGRAD",), make=dgrad_tensors, grader=grade_dx)

@@ -1,18 +1,22 @@
-"""Checkers for notebook 04: matmul epilogues, their AMAX output, and an FP8 GEMM.
+"""Checkers for notebook 04: matmul epilogues, their AMAX output, an FP8 GEMM, and an RMSNorm backward.
 
-    04.silu_amax         y = silu(a @ b + bias) and one AMAX per batch entry, [batch, 1, 1], from one graph
-    04.scaled_relu       y = relu(alpha * a @ b + bias) built once; alpha changes per call, passed by value
-    04.fp8_matmul_amax   y = (a8 @ b8) * descale_a * descale_b in bf16 and its AMAX, from e4m3 inputs
+    04.silu_amax          y = silu(a @ b + bias) and one AMAX per batch entry, [batch, 1, 1], from one graph
+    04.scaled_relu        y = relu(alpha * a @ b + bias) built once; alpha changes per call, passed by value
+    04.fp8_matmul_amax    y = (a8 @ b8) * descale_a * descale_b in bf16 and its AMAX, from e4m3 inputs
+    04.rmsnorm_backward   dx and dscale of y = x * inv_rms(x) * scale from dy and the forward's saved inv_var,
+                          both written by one execute of one graph with an RMSNORM_BWD node
 
 Each checker runs the answer on its own small inputs, compares with PyTorch in fp32 by norm and element-wise
 (the output dtype's tolerance; ``grade_output``, the course's grading cascade), names the usual mistake when the
 result matches a wrong formula instead, and rejects
 torch kernels running next to the graph (the epilogue and the AMAX belong inside it). From the executes it
 records (``graph_runs.recording``) it also requires the point of each exercise: y and its AMAX written by one
-execute of one graph (not the AMAX from a second graph), and alpha passed by value at every execute (not a device
-tensor refreshed with a kernel). It traces who wrote y and amax (``provenance``): a cuDNN graph with the matmul,
-reading the exercise's inputs, with nothing torch computed on the way (a GEMM by cuBLAS under an epilogue graph,
-``torch._scaled_mm``, an AMAX by torch all fail, each naming the operator). The grading
+execute of one graph (not the AMAX from a second graph), alpha passed by value at every execute (not a device
+tensor refreshed with a kernel), and dx and dscale written by one execute of one RMSNorm-backward graph that read
+the inv_var the forward saved (not statistics recomputed by torch). It traces who wrote each graded output
+(``provenance``): a cuDNN graph with the exercise's operation (the matmul, the RMSNorm backward), reading the
+exercise's inputs, with nothing torch computed on the way (a GEMM by cuBLAS under an epilogue graph,
+``torch._scaled_mm``, an AMAX by torch, a backward by autograd all fail, each naming the operator). The grading
 functions (``grade_*``) take plain tensors, so they work, and are tested, on the CPU as well; torch and the
 GPU are touched only inside functions, so this module imports on any machine.
 """
@@ -25,6 +29,7 @@ SILU_SHAPE = (4, 128, 256, 128)
 RELU_SHAPE = (2, 128, 256, 128)
 FP8_SHAPE = (1, 128, 256, 128)
 ALPHAS = (0.5, -1.75, 2.0)   # the values 04.scaled_relu's run(alpha) is called with, in this order
+NORM_SHAPE = (256, 1024)     # rows, hidden: hidden a multiple of 8 and >= 64, as the norm engines want it
 SEED = 4
 
 
@@ -385,3 +390,140 @@ def check_fp8_matmul_amax(answer) -> str:
         graph_only(launched, "the descales and the AMAX")
     one_graph_wrote(runs, dict(y=result[0], amax=result[1]), "the AMAX reduction")
     return message
+
+
+# ------------------------------------------------------------------ 04.rmsnorm_backward (deep dive G's RMSNorm)
+def rmsnorm_backward_inputs(*, dtype, device: str = "cuda", seed: int = SEED) -> dict:
+    """The recipe's RMSNorm tensors (``recipes.norms.make_tensors``, made on the CPU: reproducible), shaped
+    ``NORM_SHAPE``, with values chosen so that each usual mistake is far off: x's rows centred (mean 0, so a
+    LayerNorm's statistics equal the RMSNorm's and only its centring of dy differs) with a spread from 1/4 to 4
+    (inv_var from about 4 to 1/4); dy leaning on x (0.5 x / rms) plus noise plus an offset per row, as a loss
+    gradient does (so dropping the term that comes from inv_var depending on x, or subtracting dy's row mean, moves
+    dx by tens of percent). inv_var [rows, 1, 1, 1] fp32 is the exact reference 1/sqrt(mean(x^2) + eps) of x: the
+    forward's saved statistic, so the exercise is the backward alone. dx and dscale are NaN-poisoned."""
+    import torch
+
+    from ..recipes.norms import make_tensors, rms_reference
+
+    rows, hidden = NORM_SHAPE
+    t = make_tensors(rows, hidden, dtype=dtype, seed=seed, device="cpu")
+    gen = torch.Generator().manual_seed(seed + 3)
+    unit = t["x"].float()
+    unit = unit - unit.mean(dim=1, keepdim=True)
+    spread = 2.0 ** torch.linspace(-2.0, 2.0, rows).reshape(rows, 1, 1, 1)
+    t["x"] = (unit * spread).to(dtype)
+    offset = 0.5 * torch.randn(rows, 1, 1, 1, generator=gen)
+    t["dy"] = (0.5 * unit + t["dy"].float() + offset).to(dtype)
+    t["inv_var"].copy_(rms_reference(t)["inv_var"])
+    keep = ("dy", "x", "scale", "inv_var", "dx", "dscale")
+    return {name: t[name].to(device) for name in keep}
+
+
+def rmsnorm_backward_references(t) -> tuple:
+    """``((dx, dscale), (wrong dx, wrong dscale))``: the right gradients in fp32 (the recipe's ``rms_reference``,
+    autograd through ``F.rms_norm``) and, by the mistake that gives it, the usual wrong ones ({message: value}),
+    computed from t's values and the given inv_var."""
+    from ..recipes.norms import rms_reference
+
+    ref = rms_reference(t)
+    shape, scale_shape = t["x"].shape, t["scale"].shape
+    x, dy, gamma = t["x"].float().flatten(1), t["dy"].float().flatten(1), t["scale"].float().flatten(1)
+    inv = t["inv_var"].float().flatten(1)
+    g, xhat = dy * gamma, x * inv
+
+    def rms_dx(grad, normed):   # the RMSNorm backward's formula: the projection of grad off the normalised input
+        return inv * (grad - normed * (grad * normed).mean(dim=1, keepdim=True))
+
+    wrong_dx = {
+        "dx treats inv_var as a constant: it is dy·scale·inv_var, without the term from inv_var's own dependence "
+        "on x (−x̂·mean(dy·scale·x̂)·inv_var) — g.rmsnorm_backward computes the whole gradient":
+            (g * inv).reshape(shape),
+        "dx is a LayerNorm backward: it also subtracts the row mean of dy·scale, which RMSNorm (no mean to centre "
+        "on) does not — use g.rmsnorm_backward, not layernorm_backward":
+            (rms_dx(g, xhat) - inv * g.mean(dim=1, keepdim=True)).reshape(shape),
+        "dx comes from dy and x swapped: grad= takes the incoming gradient dy, input= the forward's input x":
+            rms_dx(x * gamma, dy * inv).reshape(shape),
+    }
+    wrong_dscale = {
+        "dscale is the sum of dy over the rows: that is dbias, the gradient of a bias this RMSNorm does not have — "
+        "dscale is the node's second output (has_dbias=False)": dy.sum(dim=0).reshape(scale_shape),
+    }
+    return (ref["dx"], ref["dscale"]), (wrong_dx, wrong_dscale)
+
+
+def grade_rmsnorm_backward(t) -> tuple:
+    """``(dx rel err, dscale rel err)`` of ``t["dx"]`` and ``t["dscale"]`` after an answer ran, or ``Wrong`` in one
+    line (``grade_output``'s cascade, dx first): an output left unwritten, a named mistake, how far off."""
+    (dx, dscale), (wrong_dx, wrong_dscale) = rmsnorm_backward_references(t)
+    dx_err = grade_output(t["dx"], dx, wrong_dx, name="dx",
+                          all_nan_hint="mark the rmsnorm_backward node's dx output with the dx you are given and "
+                                       "execute the graph")
+    dscale_err = grade_output(t["dscale"], dscale, wrong_dscale, name="dscale",
+                              all_nan_hint="the node's second output is dscale: mark it with the dscale you are given "
+                                           "(io.output), in the same graph as dx")
+    return dx_err, dscale_err
+
+
+BACKWARD_INPUTS = ("dy", "x", "scale", "inv_var")
+
+
+def require_one_backward_execute(trace, t) -> None:
+    """``Wrong`` in one line unless dx and dscale were both written by one execute of one cuDNN graph with an
+    RMSNORM_BWD node that read dy, x, scale and the inv_var given (the forward's: not statistics torch recomputed),
+    with nothing torch computed on the way (``trace``: the ``provenance.Trace`` of the call)."""
+    outputs = dict(dx=t["dx"], dscale=t["dscale"])
+    for name, tensor in outputs.items():
+        writer = trace.last_writer(tensor)
+        if writer is not None and writer.is_graph and writer.learner and not trace.reaches(tensor, "inv_var"):
+            raise Wrong(f"{name} does not use the inv_var you were given: the forward saved it so the backward need "
+                        f"not recompute the statistics — bind it as the node's inv_variance")
+        trace.require_graph_output(tensor, name, kinds=("RMSNORM_BWD",), inputs=BACKWARD_INPUTS,
+                                   how="one graph with g.rmsnorm_backward writes dx and dscale")
+    runs = trace.runs
+    one_graph_wrote(runs, outputs, "the dscale output (the rmsnorm_backward node's second)")
+    if runs.writer(t["dx"]) is not runs.writer(t["dscale"]):
+        raise Wrong("dx and dscale come from 2 executes of your graph: the point is one execute that writes both "
+                    "(the node computes dscale from the same pass over dy and x) — bind dx and dscale in one variant "
+                    "pack")
+
+
+def _traced_backward(answer, t: dict, **watch):
+    """Run ``answer(dy, x, scale, inv_var, dx, dscale)`` as the learner's code inside ``tracing(**watch)``; the
+    trace. ``NotDone`` if it returns ``...``."""
+    import torch
+
+    from .provenance import tracing
+
+    with tracing(**watch) as trace:
+        for name in BACKWARD_INPUTS:
+            trace.input(name, t[name])
+        with trace.answer():
+            returned = answer(*(t[name] for name in (*BACKWARD_INPUTS, "dx", "dscale")))
+            if t["dx"].is_cuda:
+                torch.cuda.synchronize()
+    if returned is Ellipsis:
+        raise NotDone(f"not done yet — {getattr(answer, '__name__', 'your answer')} returned ...")
+    return trace
+
+
+@checker("04.rmsnorm_backward", needs=("norm_graphs",))   # the fused norm engines: sm80+ (a T4 skips it)
+def check_rmsnorm_backward(answer) -> str:
+    """``answer(dy, x, scale, inv_var, dx, dscale)`` writes the RMSNorm backward's dx and dscale into the buffers
+    given, both from one execute of one graph."""
+    import torch
+
+    from ..checking import poison_
+    from ..timing.kernels import kernels_launched
+
+    device, dtype = grading_setup()  # needs a GPU unless grading on the CPU: one line if there is none
+    t = rmsnorm_backward_inputs(dtype=dtype, device=device)
+    trace = _traced_backward(answer, t)
+    dx_err, dscale_err = grade_rmsnorm_backward(t)
+    require_one_backward_execute(trace, t)
+    errors = f"dx rel err {dx_err:.1e}, dscale rel err {dscale_err:.1e}"
+    if device == "cpu":
+        return f"correct on the CPU — {errors} (the kernel count needs a GPU)"
+    fresh = dict(t, dx=poison_(torch.empty_like(t["dx"])), dscale=poison_(torch.empty_like(t["dscale"])))
+    graph_only(kernels_launched(lambda: answer(*(fresh[name] for name in (*BACKWARD_INPUTS, "dx", "dscale")))),
+               "dx and dscale")
+    return f"correct — one execute wrote dx and dscale; {errors}"

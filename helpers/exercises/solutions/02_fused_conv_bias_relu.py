@@ -1,7 +1,7 @@
 """Reference answers to notebook 02's exercises (graded by helpers/exercises/nb02.py).
 
 Each builds one cuDNN graph (3x3 convolution, padding 1, stride 1, NHWC tensors, fp32 inside) whose
-epilogue does all the element-wise work, builds it, and executes it once into ``y``.
+epilogue does all the element-wise work, builds it, and executes it once into ``y`` (``dx`` for the backward).
 """
 import torch
 
@@ -44,4 +44,15 @@ def folded_bn(x, w, scale, shift, y):
     scaled = g.scale(_conv3x3(g, named, x, w), named.input("scale", scale, layout=NHWC), name="scale")
     shifted = g.bias(scaled, named.input("shift", shift, layout=NHWC), name="shift")
     named.output("y", g.relu(shifted, name="relu"), y)
+    _build_and_run(g, named)
+
+
+def dgrad_drelu(dy, w, x, dx):
+    """dx = relu_backward(conv_dgrad(dy, w), x): the convolution's data gradient, masked in its epilogue by the
+    ReLU that produced x (the gradient passes where x > 0). conv_dgrad takes w as the forward used it."""
+    g = _new_graph(dy.dtype)
+    named = H.GraphIO(g, dtype=dy.dtype)
+    dgrad = g.conv_dgrad(named.input("dy", dy, layout=NHWC), named.input("w", w, layout=NHWC),
+                         padding=[1, 1], stride=[1, 1], dilation=[1, 1], name="dgrad")
+    named.output("dx", g.relu_backward(dgrad, named.input("x", x, layout=NHWC), name="drelu"), dx)
     _build_and_run(g, named)

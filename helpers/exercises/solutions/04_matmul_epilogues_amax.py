@@ -80,3 +80,24 @@ def fp8_matmul_amax(a8, b8, descale_a, descale_b):
     H.build(g, heuristics=("A", "B", "FALLBACK"))
     g.execute(io.pack(), H.workspace_for(g), handle=H.get_handle())
     return out, peak_buf
+
+
+def rmsnorm_backward(dy, x, scale, inv_var, dx, dscale):
+    """RMSNorm's backward as one graph: dx and dscale (summed over the rows) from dy, x, scale and the inv_var
+    the forward saved; one execute writes both."""
+    import torch
+
+    import helpers as H
+
+    cudnn = H.load_cudnn()
+    g = cudnn.pygraph(handle=H.get_handle(), io_data_type=x.dtype,
+                      intermediate_data_type=torch.float32, compute_data_type=torch.float32)
+    io = H.GraphIO(g)                                # mixed dtypes: inv_var stays fp32
+    grad_x, grad_scale, _ = g.rmsnorm_backward(grad=io.input("dy", dy), input=io.input("x", x),
+                                               scale=io.input("scale", scale),
+                                               inv_variance=io.input("inv_var", inv_var),   # no statistics recomputed
+                                               has_dbias=False, name="rms_bwd")
+    io.output("dx", grad_x, dx)
+    io.output("dscale", grad_scale, dscale)          # [1, hidden, 1, 1]: the node sums over the rows
+    H.build(g)
+    g.execute(io.pack(), H.workspace_for(g), handle=H.get_handle())
