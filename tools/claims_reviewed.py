@@ -23,4 +23,5 @@ REVIEWED: dict[tuple[str, str, str], str] = {
     ('07', '93927934', 'ahead'): "'compiled ahead' means ahead of time: it compares nothing",
     ('07', 'e1a0f382', 'loses'): "a restart frees the process's memory, compiled kernels included, on every run: it compares nothing",
     ('08', 'cf51f144', 'behind'): "'behind the cache' says where the recipe sits, it compares nothing",
+    ('04', '0be9f1e6', 'slower'): "a condition ('if ... is not slower') telling how to read the printed times of the two routes, not a verdict",
 }
