@@ -1,13 +1,14 @@
-"""BatchNorm in training as cuDNN graphs: the forward on batch statistics, and its backward (NHWC tensors).
+"""BatchNorm in training: its inputs, its backward as a cuDNN graph, and torch's reference (NHWC tensors).
 
 Taught in notebook 02 (deep dive E), beside the folded-BN exercise: at inference BatchNorm is a fixed per-channel
 affine map that folds into the conv's epilogue; in training its mean and variance come from the batch itself, so
 it is a reduction over N·H·W that must finish before any output can be normalised — its own graph.
 
-Forward (tensors x, scale, bias, running_mean, running_var, eps, momentum; outputs y, mean, inv_var and the
-running statistics, updated in place like torch's): ``y = (x - mean) · inv_var · scale + bias`` with
-``inv_var = 1/sqrt(var + eps)`` over N, H, W; ``running = (1 - momentum) · running + momentum · batch`` (the
-running variance takes the unbiased batch variance). Backward (dy, x, scale, mean, inv_var → dx, dscale, dbias).
+The forward is written out in the notebook (tensors x, scale, bias, running_mean, running_var, eps, momentum;
+outputs y, mean, inv_var and the running statistics, updated in place like torch's):
+``y = (x - mean) · inv_var · scale + bias`` with ``inv_var = 1/sqrt(var + eps)`` over N, H, W;
+``running = (1 - momentum) · running + momentum · batch`` (the running variance takes the unbiased batch
+variance). Backward (dy, x, scale, mean, inv_var → dx, dscale, dbias).
 x, y, dy, dx in the I/O dtype; scale, bias and every statistic in fp32, shaped [1, C, 1, 1].
 """
 from __future__ import annotations
@@ -39,24 +40,6 @@ def make_tensors(n: int, c: int, hw: int, *, dtype: torch.dtype, seed: int | Non
                        ("dbias", "scale")):
         t[name] = poison_(torch.empty_like(t[like]))
     return t
-
-
-def forward_graph(t: dict, *, eps: float = 1e-5, momentum: float = 0.1, handle=None, **options):
-    """The training forward for tensors ``t``, not yet built: ``(graph, io)``. The running statistics are read and
-    written in place (two UIDs, one buffer each); eps and momentum are host scalars in the variant pack."""
-    g = new_graph(t["x"].dtype, handle, **options)
-    io = GraphIO(g)
-    y, mean, inv_var, next_mean, next_var = g.batchnorm(
-        input=io.input("x", t["x"], layout=CL), scale=io.input("scale", t["scale"]),
-        bias=io.input("bias", t["bias"]), in_running_mean=io.input("running_mean", t["running_mean"]),
-        in_running_var=io.input("running_var", t["running_var"]), epsilon=io.scalar("eps", eps, rank=4),
-        momentum=io.scalar("momentum", momentum, rank=4), name="bn")
-    io.output("y", y, t["y"])
-    io.output("mean", mean, t["mean"])
-    io.output("inv_var", inv_var, t["inv_var"])
-    io.output("next_running_mean", next_mean, t["running_mean"])
-    io.output("next_running_var", next_var, t["running_var"])
-    return g, io
 
 
 def backward_graph(t: dict, *, handle=None, **options):

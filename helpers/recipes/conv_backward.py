@@ -61,7 +61,8 @@ def wgrad_graph(t: dict, *, padding: int = 1, stride: int = 1, handle=None, **op
     return g, io
 
 
-def reference(t: dict, *, padding: int = 1, stride: int = 1, relu_mask: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
+def reference(t: dict, *, padding: int = 1, stride: int = 1,
+              relu_mask: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
     """(dx, dw) from torch autograd in fp32 (TF32 off): the gradients of ``sum(conv2d(x, w) * dy)``, dx masked by
     ``x > 0`` (the ReLU that produced x) unless ``relu_mask=False``."""
     x = t["x"].float().requires_grad_(True)

@@ -1,4 +1,4 @@
-"""RMSNorm and LayerNorm as cuDNN graphs, forward and backward, with the residual add and an FP8 output fused.
+"""RMSNorm and LayerNorm as cuDNN graphs, forward and backward, and RMSNorm with an FP8 output fused.
 
 Taught in notebook 04 (deep dive G); its exercise grades a learner's RMSNorm backward against these.
 Every tensor is a [rows, hidden, 1, 1] view of a row-major [rows, hidden] activation (the layout the frontend's
@@ -6,8 +6,8 @@ norm engines and NVIDIA's ``cudnn.ops.norm`` use): each row is normalised over i
 dy, dx in the I/O dtype; scale (γ) and bias (β) [1, hidden, 1, 1] in the I/O dtype; the statistics (mean,
 inv_var = 1/sqrt(var + eps)) [rows, 1, 1, 1] in fp32; eps a host scalar.
 
-- ``rmsnorm_graph``: y = x · inv_rms(x) · γ; with ``residual=True`` first h = x + r, written out (the residual
-  stream the next layer reads) and normalised in the same kernel;
+- ``rmsnorm_graph``: y = x · inv_rms(x) · γ (notebook 04 writes out the same with the residual add h = x + r
+  fused in front);
 - ``rmsnorm_fp8_graph``: the same RMSNorm, its output multiplied by a quantisation scale and stored as FP8 e4m3,
   with max|y| (the AMAX the next scale comes from) as a second output — what FP8 training runs before a GEMM;
 - ``layernorm_graph``: y = (x - mean) · inv_var · γ + β; ``*_backward_graph``: dx, dγ (and dβ) from dy and the
@@ -45,25 +45,20 @@ def make_tensors(rows: int, hidden: int, *, dtype: torch.dtype, seed: int | None
     return t
 
 
-def _phase(training: bool):
-    cudnn = load_cudnn(need_gpu=False)
-    return cudnn.norm_forward_phase.TRAINING if training else cudnn.norm_forward_phase.INFERENCE
+def _training():
+    """The forward phase that saves the statistics the backward reads."""
+    return load_cudnn(need_gpu=False).norm_forward_phase.TRAINING
 
 
-def rmsnorm_graph(t: dict, *, residual: bool = False, eps: float = 1e-5, training: bool = True, handle=None,
-                  **options):
-    """y = rmsnorm(x) · γ, or with ``residual``: h = x + r, y = rmsnorm(h) · γ (both written); inv_var saved when
-    ``training``. Not yet built: ``(graph, io)``."""
+def rmsnorm_graph(t: dict, *, eps: float = 1e-5, handle=None, **options):
+    """y = rmsnorm(x) · γ, inv_var saved (training). Not yet built: ``(graph, io)``. (The add + RMSNorm graph is
+    written out in notebook 04.)"""
     g = new_graph(t["x"].dtype, handle, **options)
     io = GraphIO(g)
-    x = io.input("x", t["x"])
-    if residual:
-        x = io.output("h", g.add(x, io.input("r", t["r"]), name="residual"), t["h"])
-    y, inv_var = g.rmsnorm(input=x, scale=io.input("scale", t["scale"]), epsilon=io.scalar("eps", eps, rank=4),
-                           norm_forward_phase=_phase(training), name="rmsnorm")
+    y, inv_var = g.rmsnorm(input=io.input("x", t["x"]), scale=io.input("scale", t["scale"]),
+                           epsilon=io.scalar("eps", eps, rank=4), norm_forward_phase=_training(), name="rmsnorm")
     io.output("y", y, t["y"])
-    if training:
-        io.output("inv_var", inv_var, t["inv_var"])
+    io.output("inv_var", inv_var, t["inv_var"])
     return g, io
 
 
@@ -74,7 +69,7 @@ def rmsnorm_fp8_graph(t: dict, *, eps: float = 1e-5, handle=None, **options):
     g = new_graph(t["x"].dtype, handle, **options)
     io = GraphIO(g)
     y, inv_var = g.rmsnorm(input=io.input("x", t["x"]), scale=io.input("scale", t["scale"]),
-                           epsilon=io.scalar("eps", eps, rank=4), norm_forward_phase=_phase(True), name="rmsnorm")
+                           epsilon=io.scalar("eps", eps, rank=4), norm_forward_phase=_training(), name="rmsnorm")
     io.output("inv_var", inv_var, t["inv_var"])
     amax = g.reduction(y, mode=cudnn.reduction_mode.AMAX, compute_data_type=torch.float32, name="amax")
     io.output("amax", amax, t["amax"])
@@ -87,7 +82,8 @@ def rmsnorm_backward_graph(t: dict, *, handle=None, **options):
     g = new_graph(t["x"].dtype, handle, **options)
     io = GraphIO(g)
     dx, dscale, _ = g.rmsnorm_backward(grad=io.input("dy", t["dy"]), input=io.input("x", t["x"]),
-                                       scale=io.input("scale", t["scale"]), inv_variance=io.input("inv_var", t["inv_var"]),
+                                       scale=io.input("scale", t["scale"]),
+                                       inv_variance=io.input("inv_var", t["inv_var"]),
                                        has_dbias=False, name="rmsnorm_backward")
     io.output("dx", dx, t["dx"])
     io.output("dscale", dscale, t["dscale"])
@@ -100,7 +96,7 @@ def layernorm_graph(t: dict, *, eps: float = 1e-5, handle=None, **options):
     io = GraphIO(g)
     y, mean, inv_var = g.layernorm(input=io.input("x", t["x"]), scale=io.input("scale", t["scale"]),
                                    bias=io.input("bias", t["bias"]), epsilon=io.scalar("eps", eps, rank=4),
-                                   norm_forward_phase=_phase(True), name="layernorm")
+                                   norm_forward_phase=_training(), name="layernorm")
     io.output("y", y, t["y"])
     io.output("mean", mean, t["mean"])
     io.output("inv_var", inv_var, t["inv_var"])
@@ -134,7 +130,8 @@ def rms_reference(t: dict, *, residual: bool = False, eps: float = 1e-5) -> dict
     dx, dscale = torch.autograd.grad(y, (x, scale), grad_outputs=_rows(t["dy"]))
     inv_var = torch.rsqrt(x.detach().square().mean(1) + eps)
     return dict(h=x.detach().reshape(t["x"].shape), y=y.detach().reshape(t["x"].shape),
-                inv_var=inv_var.reshape(-1, 1, 1, 1), dx=dx.reshape(t["x"].shape), dscale=dscale.reshape(t["scale"].shape))
+                inv_var=inv_var.reshape(-1, 1, 1, 1), dx=dx.reshape(t["x"].shape),
+                dscale=dscale.reshape(t["scale"].shape))
 
 
 def layer_reference(t: dict, *, eps: float = 1e-5) -> dict:
