@@ -8,5 +8,6 @@ module       serves    what
 ===========  ========  ========================================================================================
 attention    05        torch's attention paths to time, the FA3 switch, the sweep tables' columns, the gap analysis
 transformer  08        a small transformer block, its training step (eager and captured), the loss curves
+cpp_op       08        the capstone's C++ rung: builds cudnn_sdpa_op.cpp (TORCH_LIBRARY + the frontend's C++ API)
 ===========  ========  ========================================================================================
 """
