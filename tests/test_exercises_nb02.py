@@ -357,24 +357,23 @@ def dgrad_then_relu(dy, w, x, dx):
     _run_graph(g, io)
 
 
-def fprop_with_the_filter_transposed(dy, w, x, dx):
-    """conv_fprop of dy with w's K and C swapped (a copy: no arithmetic), then the right mask: the taps not flipped."""
-    w_t = w.transpose(0, 1).contiguous(memory_format=NHWC)
+def _fprop_then_mask(dy, w_t, x, dx):
+    """dx = relu_backward(conv_fprop(dy, w_t), x) as one graph: a forward convolution standing in for the dgrad."""
     g, io = _graph(dy)
     conv = g.conv_fprop(io.input("dy", dy, layout=NHWC), io.input("w", w_t, layout=NHWC),
                         padding=[1, 1], stride=[1, 1], dilation=[1, 1])
     io.output("dx", g.relu_backward(conv, io.input("x", x, layout=NHWC)), dx)
     _run_graph(g, io)
+
+
+def fprop_with_the_filter_transposed(dy, w, x, dx):
+    """conv_fprop of dy with w's K and C swapped (a copy: no arithmetic), then the right mask: the taps not flipped."""
+    _fprop_then_mask(dy, w.transpose(0, 1).contiguous(memory_format=NHWC), x, dx)
 
 
 def fprop_with_the_filter_flipped_by_torch(dy, w, x, dx):
     """Right numbers: conv_fprop of dy with w transposed and flipped, but the flip is torch's and no dgrad is in it."""
-    w_t = w.transpose(0, 1).flip(2, 3).contiguous(memory_format=NHWC)
-    g, io = _graph(dy)
-    conv = g.conv_fprop(io.input("dy", dy, layout=NHWC), io.input("w", w_t, layout=NHWC),
-                        padding=[1, 1], stride=[1, 1], dilation=[1, 1])
-    io.output("dx", g.relu_backward(conv, io.input("x", x, layout=NHWC)), dx)
-    _run_graph(g, io)
+    _fprop_then_mask(dy, w.transpose(0, 1).flip(2, 3).contiguous(memory_format=NHWC), x, dx)
 
 
 def dgrad_then_mask_in_torch(dy, w, x, dx):

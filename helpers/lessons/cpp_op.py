@@ -55,7 +55,8 @@ def _usable(folder: Path, header: str) -> bool:
 
 def include_dirs() -> dict[str, Path | None]:
     """Each header in HEADERS -> the first folder that holds it, usable (None: not found)."""
-    return {header: next((d for d in _candidate_dirs() if _usable(d, header)), None) for header in HEADERS}
+    dirs = _candidate_dirs()
+    return {header: next((d for d in dirs if _usable(d, header)), None) for header in HEADERS}
 
 
 def missing_prerequisite() -> str | None:
@@ -69,7 +70,8 @@ def missing_prerequisite() -> str | None:
         return f"needs torch.utils.cpp_extension ({type(exc).__name__}: {exc})"
     if not is_ninja_available():
         return "needs ninja to build C++ extensions: `pip install ninja`"
-    missing = [f"{header} ({where})" for header, where in HEADERS.items() if include_dirs()[header] is None]
+    found = include_dirs()
+    missing = [f"{header} ({where})" for header, where in HEADERS.items() if found[header] is None]
     if missing:
         return "needs headers that were not found: " + "; ".join(missing)
     return None
