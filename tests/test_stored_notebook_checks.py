@@ -209,7 +209,8 @@ NB02 = "02_fused_conv_bias_relu.ipynb"
 def _with_recorded_hashes(nb):
     """A copy of ``nb`` whose stamp holds the hashes of its outputs as they are now (what tools.execute records)."""
     nb = copy.deepcopy(nb)
-    nb.metadata.setdefault(N.META_KEY, {}).setdefault("execution", {})["outputs_sha256"] = N.output_hashes(nb)
+    entry = nb.metadata.setdefault(N.META_KEY, {}).setdefault("execution", {})
+    entry.update(outputs_sha256=N.output_hashes(nb), stored_outputs_sha256=N.stored_output_hashes(nb))
     return nb
 
 
@@ -227,6 +228,8 @@ def test_every_stored_notebook_matches_the_hashes_its_run_would_record():
         nb = _with_recorded_hashes(nbformat.read(path, as_version=4))
         assert HY.output_problems(nb, path.name) == [], path.name
         assert nb.metadata[N.META_KEY]["execution"]["outputs_sha256"], f"{path.name}: no compared cell"
+        code = [c for c in nb.cells if c.cell_type == "code"]
+        assert len(nb.metadata[N.META_KEY]["execution"]["stored_outputs_sha256"]) == len(code), path.name
 
 
 def test_a_hand_edited_compared_output_fails_naming_the_notebook_and_the_cell(nb02):
@@ -237,7 +240,7 @@ def test_a_hand_edited_compared_output_fails_naming_the_notebook_and_the_cell(nb
     (problem,) = HY.output_problems(edited, NB02)
     index = edited.cells.index(cell)
     assert problem.startswith(f"{NB02} cell {index} (id 6fdc180c): its stored outputs are not the ones its GPU run "
-                              "recorded")
+                              "wrote (edited by hand?)")
     assert problem.endswith(f"re-execute it on a GPU (python -m tools.execute notebooks/{NB02})")
     assert "\n" not in problem
 
@@ -259,22 +262,75 @@ def test_every_kind_of_change_nbval_would_see_is_seen(nb02, edit):
     assert len(HY.output_problems(edited, NB02)) == 1
 
 
-def test_what_nbval_masks_or_does_not_compare_leaves_the_hash_alone(nb02):
-    edited = copy.deepcopy(nb02)
-    passed = _cell(edited, "6d378bf7").outputs[0]
+def _masked_number(nb):
+    passed = _cell(nb, "6d378bf7").outputs[0]                                    # compared; nbval masks rel err
     assert "rel err 1.7e-03" in passed.text
-    passed.text = passed.text.replace("rel err 1.7e-03", "rel err 2.1e-03")      # masked by nbval_sanitize.cfg
-    timed = _cell(edited, "78cf1cac")                                            # nbval-ignore-output
-    timed.outputs[0].text = "torch.compile (default): first call (compilation) took 99 s\n"
-    figure = next(c for c in edited.cells if any("image/png" in o.get("data", {}) for o in c.get("outputs", [])))
+    passed.text = passed.text.replace("rel err 1.7e-03", "rel err 2.1e-03")
+    return "6d378bf7"
+
+
+def _timing_line(nb):
+    _cell(nb, "78cf1cac").outputs[0].text = "torch.compile (default): first call (compilation) took 99 s\n"
+    return "78cf1cac"                                                            # nbval-ignore-output
+
+
+def _benchmark_table(nb):
+    """The issue-42 edit: 02's benchmark table (not compared) says 791.214 TFLOP/s where the run printed 691.214."""
+    table = _cell(nb, "13bade38")
+    assert not N.compared(table)
+    (shown,) = [out for out in table.outputs if "data" in out]
+    for mime in ("text/plain", "text/html"):
+        assert "691.214" in shown.data[mime]
+        shown.data[mime] = shown.data[mime].replace("691.214", "791.214")
+    return "13bade38"
+
+
+def _figure(nb):
+    figure = next(c for c in nb.cells if any("image/png" in o.get("data", {}) for o in c.get("outputs", [])))
     next(o for o in figure.outputs if "image/png" in o.get("data", {})).data["image/png"] = "iVBORw0KGgo="
-    split = _cell(edited, "6fdc180c")                                            # one stream written in two pieces
+    return figure.id
+
+
+def _stream_in_two_pieces(nb):
+    split = _cell(nb, "6fdc180c")
     first, rest = split.outputs[0].text.split("\n", 1)
     split.outputs = [new_output("stream", name="stdout", text=first + "\n"), new_output("stream", name="stdout", text=rest)]
+    return "6fdc180c"
+
+
+@pytest.mark.parametrize("edit", [_masked_number, _timing_line, _benchmark_table, _figure, _stream_in_two_pieces],
+                         ids=lambda f: f.__name__.strip("_"))
+def test_an_edit_nbval_would_not_see_leaves_the_compared_hash_alone_and_fails_on_cpu(nb02, edit):
+    """What nbval masks or does not compare (a masked number, a timing, a table, a figure, a stream's pieces) keeps
+    the compared hash, as nbval keeps its verdict; the stored hash still sees it: one line naming the cell."""
+    edited = copy.deepcopy(nb02)
+    cell_id = edit(edited)
+    assert N.output_hashes(edited) == N.output_hashes(nb02)
+    (problem,) = HY.output_problems(edited, NB02)
+    index = next(i for i, c in enumerate(edited.cells) if c.get("id") == cell_id)
+    assert problem == (f"{NB02} cell {index} (id {cell_id}): its stored outputs are not the ones its GPU run wrote "
+                       f"(edited by hand?): re-execute it on a GPU (python -m tools.execute notebooks/{NB02})")
+
+
+def test_execution_counts_are_not_outputs(nb02):
+    edited = copy.deepcopy(nb02)
     for cell in edited.cells:
         if cell.cell_type == "code":
             cell.execution_count = (cell.execution_count or 0) + 100
+            for out in cell.outputs:
+                if "execution_count" in out:
+                    out.execution_count = cell.execution_count
     assert HY.output_problems(edited, NB02) == []
+
+
+def test_a_forks_repository_url_leaves_every_hash_alone(nb02):
+    edited = copy.deepcopy(nb02)
+    cell = next(c for c in edited.cells if c.cell_type == "code" and c.outputs and "text" in c.outputs[0])
+    cell.outputs[0].text += "cloned https://github.com/cudnn-course/cudnn-frontend-course\n"
+    again = _with_recorded_hashes(edited)
+    forked = copy.deepcopy(again)
+    _cell(forked, cell.id).outputs[0].text = cell.outputs[0].text.replace("cudnn-course/", "someone/")
+    assert HY.output_problems(forked, NB02) == []
 
 
 def test_a_cell_that_changed_whether_nbval_compares_it_is_named(nb02):
@@ -288,11 +344,13 @@ def test_a_cell_that_changed_whether_nbval_compares_it_is_named(nb02):
     assert "(id 78cf1cac): nbval compares its outputs, but its GPU run recorded none" in problem
 
 
-def test_a_stamp_without_the_hashes_is_one_line_saying_to_re_execute_on_a_gpu(nb02):
+@pytest.mark.parametrize("key, what", [("outputs_sha256", "the compared outputs"),
+                                       ("stored_outputs_sha256", "every cell's stored outputs")])
+def test_a_stamp_without_the_hashes_is_one_line_saying_to_re_execute_on_a_gpu(nb02, key, what):
     old = copy.deepcopy(nb02)
-    del old.metadata[N.META_KEY]["execution"]["outputs_sha256"]
+    del old.metadata[N.META_KEY]["execution"][key]
     assert HY.output_problems(old, NB02) == [
-        f"{NB02}: its stamp records no hash of the compared outputs (stamped before tools.execute wrote one): "
+        f"{NB02}: its stamp records no hash of {what} (stamped before tools.execute wrote one): "
         f"re-execute it on a GPU (python -m tools.execute notebooks/{NB02})"]
 
 
@@ -366,6 +424,7 @@ def test_write_stamp_records_the_output_hashes(monkeypatch):
     nb = nbformat.read(N.NB_DIR / NB02, as_version=4)
     entry = N.write_stamp(nb, runtime_s=1.0)
     assert entry["outputs_sha256"] == N.output_hashes(nb) and entry["code_sha256"] == N.code_hash(nb)
+    assert entry["stored_outputs_sha256"] == N.stored_output_hashes(nb)
     assert HY.output_problems(nb, NB02) == []
 
 
@@ -392,6 +451,9 @@ def test_tools_execute_records_the_output_hashes_and_the_prose_in_the_stamp(tmp_
     ran = nbformat.read(tmp_path / "out" / name, as_version=4)
     entry = N.stamp(ran)
     assert set(entry["outputs_sha256"]) == {"checked"} and entry["prose_claims"] == {"md": ["0.08 ms"]}
+    assert set(entry["stored_outputs_sha256"]) == {"checked", "timed"}
     assert HY.output_problems(ran, name) == []
-    _cell(ran, "checked").outputs[0].text = "FAIL case: rel err 1.2e-03 (tol 2e-02, bfloat16)\n"
-    assert len(HY.output_problems(ran, name)) == 1
+    for cell_id, text in (("checked", "FAIL case: rel err 1.2e-03 (tol 2e-02, bfloat16)\n"), ("timed", "1.3 ms\n")):
+        edited = copy.deepcopy(ran)
+        _cell(edited, cell_id).outputs[0].text = text
+        assert len(HY.output_problems(edited, name)) == 1

@@ -1,11 +1,11 @@
 """What a stored notebook may hold: no machine-specific path in any output, a PNG for every cell that draws, and
-compared outputs that are the ones its GPU run recorded."""
+outputs that are the ones its GPU run wrote."""
 from __future__ import annotations
 
 import json
 import re
 
-from .notebooks import cell_source, output_hashes, stamp
+from .notebooks import cell_source, output_hashes, stamp, stored_output_hashes
 
 
 def output_texts(cell) -> list[str]:
@@ -60,23 +60,29 @@ def figure_problems(nb, name: str) -> list[str]:
 
 
 def output_problems(nb, name: str) -> list[str]:
-    """Compared cells whose stored outputs are not the ones the notebook's GPU run recorded in its stamp
-    (``outputs_sha256``, written by ``tools.execute``), one line per cell; one line for a stamp without that record.
-    Only a GPU run writes outputs: any of these is fixed by re-executing the notebook there."""
+    """Cells whose stored outputs are not the ones the notebook's GPU run wrote, one line per cell: any output of any
+    code cell changed since the run (``stored_outputs_sha256``: text, HTML, figures and errors, compared by nbval or
+    not, no number masked), or a cell nbval now compares differently (``outputs_sha256``, sanitised as nbval
+    sanitises); one line for a stamp without these records (both written by ``tools.execute``). Only a GPU run
+    writes outputs: any of these is fixed by re-executing the notebook there."""
     rerun = f"re-execute it on a GPU (python -m tools.execute notebooks/{name})"
-    recorded = (stamp(nb) or {}).get("outputs_sha256")
-    if recorded is None:
-        return [f"{name}: its stamp records no hash of the compared outputs (stamped before tools.execute wrote one): "
-                f"{rerun}"]
-    now = output_hashes(nb)
+    entry = stamp(nb) or {}
+    recorded, stored = entry.get("outputs_sha256"), entry.get("stored_outputs_sha256")
+    if recorded is None or stored is None:
+        what = "the compared outputs" if recorded is None else "every cell's stored outputs"
+        return [f"{name}: its stamp records no hash of {what} (stamped before tools.execute wrote one): {rerun}"]
+    now, stored_now = output_hashes(nb), stored_output_hashes(nb)
     where = {cell.get("id") or f"#{i}": f"{name} cell {i} (id {cell.get('id')})" for i, cell in enumerate(nb["cells"])}
     problems = []
-    for key in now:
-        if key not in recorded:
+    for key in stored_now:
+        if stored_now[key] != stored.get(key):
+            problems.append(f"{where[key]}: its stored outputs are not the ones its GPU run wrote (edited by hand?): "
+                            f"{rerun}")
+        elif key in now and key not in recorded:
             problems.append(f"{where[key]}: nbval compares its outputs, but its GPU run recorded none for it: {rerun}")
-        elif now[key] != recorded[key]:
-            problems.append(f"{where[key]}: its stored outputs are not the ones its GPU run recorded "
-                            f"(edited by hand?): {rerun}")
+        elif key in now and now[key] != recorded[key]:
+            problems.append(f"{where[key]}: its compared outputs, sanitised, are not the ones its GPU run recorded "
+                            f"(tests/nbval_sanitize.cfg changed?): {rerun}")
     for key in recorded:
         if key not in now:
             problems.append(f"{where.get(key, f'{name} cell id {key}')}: its GPU run recorded compared outputs, but "

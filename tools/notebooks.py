@@ -159,6 +159,28 @@ def output_hashes(nb) -> dict[str, str]:
             for index, cell in enumerate(nb["cells"]) if compared(cell)}
 
 
+# ---------------------------------------------------------------- every stored output, and its hash
+def stored_outputs(cell) -> list:
+    """A code cell's outputs exactly as stored (text, HTML, figures, errors), less execution counts; repository
+    URLs replaced as in ``code_hash`` (``make fork`` rewrites them). No number is masked: this is what a reader
+    sees, whether or not nbval compares it."""
+    def tidy(value):
+        if isinstance(value, str):
+            return REPO_URL.sub("https://github.com/<repo>", value)
+        if isinstance(value, list):
+            return [tidy(v) for v in value]
+        return {k: tidy(v) for k, v in value.items() if k != "execution_count"} if isinstance(value, dict) else value
+
+    return tidy(list(cell.get("outputs", [])))
+
+
+def stored_output_hashes(nb) -> dict[str, str]:
+    """``{cell id: sha256}`` over every code cell's ``stored_outputs``: a hand edit of any output a learner reads,
+    compared by nbval or not, changes its cell's hash."""
+    return {cell.get("id") or f"#{index}": hashlib.sha256(json.dumps(stored_outputs(cell), sort_keys=True).encode())
+            .hexdigest() for index, cell in enumerate(nb["cells"]) if cell["cell_type"] == "code"}
+
+
 def stamp(nb) -> dict | None:
     return nb.get("metadata", {}).get(META_KEY, {}).get("execution")
 
@@ -167,9 +189,9 @@ def write_stamp(nb, *, runtime_s: float, peak_memory_gib: dict | None = None,
                 prose_claims: dict | None = None) -> dict:
     """Record where, when and on what code the notebook was executed, the kernel's peak GPU memory
     (torch's allocator: ``allocated`` by tensors, ``reserved`` from the driver; worker processes not counted),
-    the hash of every compared cell's outputs (``output_hashes``; ``tools.hygiene.output_problems`` checks them) and
-    the numbers its prose stated then (``prose_claims``, from ``tools.claims.prose_record``), and the time its core
-    cells took (``core_runtime_s``)."""
+    the hash of every compared cell's outputs (``output_hashes``) and of every code cell's stored outputs
+    (``stored_output_hashes``; ``tools.hygiene.output_problems`` checks both), the numbers its prose stated then
+    (``prose_claims``, from ``tools.claims.prose_record``), and the time its core cells took (``core_runtime_s``)."""
     import datetime as _dt
 
     from helpers.device import device_info, versions
@@ -191,6 +213,7 @@ def write_stamp(nb, *, runtime_s: float, peak_memory_gib: dict | None = None,
         "peak_memory_gib": peak_memory_gib,
         "code_sha256": code_hash(nb),
         "outputs_sha256": output_hashes(nb),
+        "stored_outputs_sha256": stored_output_hashes(nb),
         "prose_claims": prose_claims,
     }
     nb.setdefault("metadata", {}).setdefault(META_KEY, {})["execution"] = entry
