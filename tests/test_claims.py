@@ -258,7 +258,9 @@ def test_a_changed_measured_number_in_a_real_notebooks_prose_is_listed(tmp_path,
     capsys.readouterr()
     assert main(["--changed", str(path)]) == 1
     (line, summary) = capsys.readouterr().out.splitlines()
-    assert line.startswith(f"! 05 {cell.id}  930–1000 TFLOP/s  | ") and summary.startswith("1 numeric claims")
+    assert line.startswith(f"! 05_sdpa_attention.ipynb cell {cell.id}: the prose says 930–1000 TFLOP/s, which its GPU "
+                           "run's prose did not") and summary.startswith("1 numeric claims")
+    assert line.endswith("re-execute it on a GPU (python -m tools.execute notebooks/05_sdpa_attention.ipynb)")
     assert main([str(path)]) == 0 and f"! 05 {cell.id}  930–1000 TFLOP/s" in capsys.readouterr().out
 
 
@@ -270,7 +272,33 @@ def test_the_changed_command_names_a_stamp_without_the_record(tmp_path, capsys):
     nb = nbformat.read(notebook_paths()[0], as_version=4)
     nb.metadata[META_KEY]["execution"].pop("prose_claims", None)
     nbformat.write(nb, tmp_path / notebook_paths()[0].name)
-    assert main(["--changed", str(tmp_path / notebook_paths()[0].name)]) == 0
+    name = notebook_paths()[0].name
+    assert main(["--changed", str(tmp_path / name)]) == 1
     assert capsys.readouterr().out.splitlines() == [
-        "01: its stamp records no prose (executed before tools.execute recorded it): re-execute it on a GPU to compare",
-        "0 numeric claims in the markdown of 1 notebooks changed since their GPU run"]
+        f"! {name}: its stamp records no prose (executed before tools.execute recorded it): re-execute it on a GPU "
+        f"(python -m tools.execute notebooks/{name})",
+        "1 numeric claims in the markdown of 1 notebooks changed since their GPU run"]
+
+
+def test_splitting_a_markdown_cell_changes_no_claim():
+    from nbformat.v4 import new_markdown_cell
+    from tools.claims import changed_claims, prose_record
+
+    ran = "On the H200 the build took 0.3–0.9 s.\n\nThe bar is at least 20× faster."
+    nb = _stamped_prose(ran, prose_record(_stamped_prose(ran, None)))
+    first, second = ran.split("\n\n")
+    nb.cells = [new_markdown_cell(first, id="md1"), new_markdown_cell(second, id="md2")]
+    assert changed_claims(nb, "06") == []
+    nb.cells[1].source = second.replace("20×", "25×")
+    assert [(c.cell, c.value) for c in changed_claims(nb, "06")] == [("md2", "25")]
+
+
+def test_no_number_in_the_prose_changed_since_its_notebooks_gpu_run(capsys):
+    """`python -m tools.claims --changed` on the committed notebooks: every number the prose states is one the
+    prose said when the notebook last ran on a GPU (the stamp's ``prose_claims``). One line per changed number."""
+    from tools.claims import main
+
+    code = main(["--changed"])
+    out = capsys.readouterr().out.splitlines()
+    assert code == 0, "\n".join(out[:-1])
+    assert out == [f"0 numeric claims in the markdown of {len(notebook_paths())} notebooks changed since their GPU run"]

@@ -115,7 +115,8 @@ def prose_record(nb) -> dict[str, list[str]]:
 
 def changed_claims(nb_or_path, name: str = "") -> list[Claim] | None:
     """The claims of the prose that the notebook's GPU run did not see (a number changed, or added, since), with
-    their cell; None when the stamp holds no record (a run before tools.execute recorded one)."""
+    their cell; None when the stamp holds no record (a run before tools.execute recorded one). Counted over the
+    whole notebook, so splitting or merging markdown cells changes nothing; a number changed anywhere does."""
     from collections import Counter
 
     from .notebooks import stamp
@@ -125,17 +126,28 @@ def changed_claims(nb_or_path, name: str = "") -> list[Claim] | None:
     record = (stamp(nb) or {}).get("prose_claims")
     if record is None:
         return None
+    seen = Counter(said for claims in record.values() for said in claims)
     changed = []
     for cell in nb.cells:
         if cell.cell_type != "markdown":
             continue
-        seen = Counter(record.get(cell.get("id", ""), []))
         for claim in claims_in(cell.source, name, cell.get("id", "")):
             if seen[_said(claim)] > 0:
                 seen[_said(claim)] -= 1
             else:
                 changed.append(claim)
     return changed
+
+
+def changed_problems(path: Path) -> list[str]:
+    """One line per number in ``path``'s prose that its GPU run did not see, and one for a stamp with no record of
+    the prose: each names the notebook, the cell and what to do."""
+    rerun = f"re-execute it on a GPU (python -m tools.execute notebooks/{Path(path).name})"
+    found = changed_claims(path)
+    if found is None:
+        return [f"{Path(path).name}: its stamp records no prose (executed before tools.execute recorded it): {rerun}"]
+    return [f"{Path(path).name} cell {c.cell}: the prose says {_said(c)}, which its GPU run's prose did not "
+            f"(\"{c.sentence[:90]}\"): say what the run saw, or say it without a number, or {rerun}" for c in found]
 
 
 # ---- bars: what the prose quotes against what the code prints ------------------------------------------------
@@ -379,18 +391,11 @@ def main(argv=None) -> int:
               + ", ".join(f"{k} {v}" for k, v in per.items()))
         return 1 if len(open_) > reasons or stale_reviews(entries, reviewed) else 0
     if mode == "--changed":
-        changed = 0
-        for path in paths:
-            found = changed_claims(path)
-            if found is None:
-                print(f"{path.name[:2]}: its stamp records no prose (executed before tools.execute recorded it): "
-                      f"re-execute it on a GPU to compare")
-                continue
-            for claim in found:
-                print(f"! {claim}")
-            changed += len(found)
-        print(f"{changed} numeric claims in the markdown of {len(paths)} notebooks changed since their GPU run")
-        return 1 if changed else 0
+        problems = [line for path in paths for line in changed_problems(path)]
+        for line in problems:
+            print(f"! {line}")
+        print(f"{len(problems)} numeric claims in the markdown of {len(paths)} notebooks changed since their GPU run")
+        return 1 if problems else 0
     from collections import Counter
 
     total = 0
