@@ -323,6 +323,70 @@ def test_every_reference_solution_loads_and_is_filled_in():
         assert callable(answer) and X.unfinished(answer) is None, key
 
 
+def _idle_solutions(keys) -> list[str]:
+    """One line per reference solution that does no frontend work (``tools.frontend_api.idle_reason``)."""
+    from tools.frontend_api import idle_reason
+
+    lines = []
+    for key in keys:
+        answer = X.solution(key)
+        reason = idle_reason(answer)
+        if reason:
+            lines.append(f"helpers/exercises/solutions/{X.solution_file(key[:2]).name}: {answer.__name__} ({key}): "
+                         f"{reason}; a reference solution must build, run or replay a cuDNN graph")
+    return lines
+
+
+def test_every_reference_solution_does_frontend_work():
+    """On CPU, where no checker can grade: each reference solution's code reaches the frontend (see the next test for
+    what counts as doing nothing). One line per solution that does not."""
+    problems = _idle_solutions(_all_keys())
+    assert not problems, "\n".join(problems)
+
+
+TORCH_BODY = "y.copy_(torch.relu(torch.nn.functional.conv2d(x, w, padding=1) + b + r))"
+IDLE_BODIES = {
+    "pass": ("pass", "its body is only `pass`"),
+    "ellipsis": ("...", "its body is only `...`"),
+    "bare return": ("return", "its body is only a bare `return`"),
+    "return None": ("return None", "its body is only `return None`"),
+    "NotImplementedError": ("raise NotImplementedError", "its body is only `raise NotImplementedError`"),
+    "NotImplementedError()": ("raise NotImplementedError('todo')", "its body is only `raise NotImplementedError`"),
+    "docstring only": ('"""y = relu(conv(x, w) + b + r)."""', "its body is only a docstring"),
+    "torch computes it": (TORCH_BODY, "it never reaches the frontend"),
+    "cudnn loaded, unused": ("cudnn = H.load_cudnn()\n    " + TORCH_BODY, "it never reaches the frontend"),
+    "the real body": (None, None),
+    "a local helper does the work": ("g = _new_graph(x.dtype)\n    named = H.GraphIO(g, dtype=x.dtype)\n    "
+                                     "named.output('y', g.relu(_conv3x3(g, named, x, w)), y)\n    "
+                                     "_build_and_run(g, named)", None),
+}
+
+
+@pytest.mark.parametrize("body, expected", IDLE_BODIES.values(), ids=IDLE_BODIES.keys())
+def test_what_counts_as_a_reference_solution_that_does_nothing(tmp_path, monkeypatch, body, expected):
+    """02's residual_block with its body replaced: `pass`, `...`, a bare `return` or `return None`,
+    `raise NotImplementedError`, a docstring alone, torch computing the answer (with or without loading cudnn) all
+    do nothing; the real body, or one that leaves the work to a helper of its own module, does frontend work."""
+    import re
+
+    source = X.solution_file("02").read_text()
+    start = source.index("def residual_block(")
+    end = source.index("\ndef ", start + 1)
+    signature = source[start:source.index("\n", start)]
+    if body is not None:
+        source = source[:start] + f"{signature}\n    {body}\n\n" + source[end:]
+    (tmp_path / "02_fused_conv_bias_relu.py").write_text(source)
+    monkeypatch.setattr(X, "SOLUTIONS_DIR", tmp_path)
+    problems = _idle_solutions(["02.residual_block"])
+    if expected is None:
+        assert problems == []
+    else:
+        (line,) = problems
+        assert re.fullmatch(rf"helpers/exercises/solutions/02_fused_conv_bias_relu\.py: residual_block "
+                            rf"\(02\.residual_block\): {re.escape(expected)}.*; a reference solution must build, run "
+                            rf"or replay a cuDNN graph", line), line
+
+
 def _all_keys() -> list[str]:
     keys = set()
     for path in notebook_paths():

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from helpers.deep_dives import marker
+from .frontend_api import API_REF
 from .notebooks import notebook_paths, split_core, stamp
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -35,24 +36,6 @@ CORE_CELL_MAX_LINES = 25   # any code cell of a core, every line counted
 WORDS_PER_MIN, CODE_LINES_PER_MIN, OUTPUT_LINES_PER_MIN = 200, 10, 60
 START, END = "<!-- reading-time:start -->", "<!-- reading-time:end -->"
 
-# The cuDNN frontend in a line of code: the module itself, or a method of a graph, plan, handle or cache.
-FRONTEND_METHODS = (
-    "tensor", "tensor_like", "conv_fprop", "conv_dgrad", "conv_wgrad", "matmul", "pointwise", "add", "mul", "sub",
-    "div", "relu", "gelu", "silu", "tanh", "sigmoid", "relu_backward", "gelu_backward", "scale", "bias",
-    "reduction", "sdpa", "sdpa_backward", "sdpa_fp8", "sdpa_fp8_backward", "layernorm", "layernorm_backward",
-    "rmsnorm", "rmsnorm_backward", "batchnorm", "batchnorm_backward", "batchnorm_inference", "genstats",
-    "validate", "build_operation_graph", "create_execution_plans", "check_support", "build_plans", "build",
-    "build_plan_at_index", "get_execution_plan_count", "execute", "execute_plan_at_index", "select_plan",
-    "get_workspace_size", "get_workspace_size_plan_at_index", "deselect_engines", "deselect_workspace_greater_than",
-    "deselect_behavior_notes", "deselect_numeric_notes", "select_behavior_notes", "select_numeric_notes",
-    "set_uid", "set_output", "set_data_type", "set_dim", "set_stride", "set_name", "set_is_virtual", "get_uid",
-    "serialize", "deserialize", "populate_cuda_graph", "update_cuda_graph", "get_plan_name_at_index",
-    "get_engine_count", "get_knobs_for_plan_at_index", "query_tensor_attributes_of_uid", "get_behavior_notes",
-    "get_behavior_notes_for_plan_at_index", "set_kernel_cache", "mark_output",
-)
-_NOT_FRONTEND = r"(?!(?:H|torch|F|np|plt|pd|math|os|sys|json|time|re|pathlib|subprocess|self|ax|axes|fig)\b)"
-API_REF = re.compile(r"\bcudnn\.\w+|\b" + _NOT_FRONTEND + r"\w+(?:\[[^\]]*\])?\.(?:" + "|".join(FRONTEND_METHODS)
-                     + r")\(")
 HELPER_REF = re.compile(r"\bH\.\w+")
 
 
