@@ -11,6 +11,8 @@
 #   CPU=1           torch from torch's CPU wheel index instead of PyPI's CUDA build
 #   LEAN=1          the frontend without its CuTe-DSL engines (nvidia-cutlass-dsl, apache-tvm-ffi)
 #   SYSTEM_TORCH=1  keep the CUDA torch of $(PYTHON) (auto-detected)
+#   LATEST=1        the newest torch, cuDNN and frontend; by default a GPU machine gets the stored run's
+#                   versions (constraints.txt, which tools.execute writes from the run it stamps)
 # Not recorded: CUDA_TORCH=1 takes PyPI's CUDA build on a machine without an NVIDIA driver, where otherwise the CPU
 # build is taken (a wheel at hand, or torch's CPU index) or make stops in one line (tools/torch_build.py);
 # CPU_INDEX=URL, a CPU wheel index other than torch's.
@@ -21,6 +23,8 @@ TORCH_DEFAULT := torch>=2.4
 TORCH  ?= $(TORCH_DEFAULT)
 CPU    ?= 0
 LEAN   ?= 0
+LATEST ?= 0
+PINS   := constraints.txt
 PYTEST_ARGS ?=
 WHEELHOUSE  ?= wheelhouse
 BIN    := $(VENV)/bin
@@ -42,7 +46,7 @@ LEAN_EXTRAS  := cuda-bindings
 
 # The venv remembers its settings. A target that uses it takes each setting this call does not give
 # from the stamp; run/test/lab stop when a given one differs (make clean first). The wheelhouse does not.
-SETTINGS := TORCH SYSTEM_TORCH CPU LEAN
+SETTINGS := TORCH SYSTEM_TORCH CPU LEAN LATEST
 setting   = $(if $(filter TORCH,$(1)),$(TORCH),$(call flag,$($(1))))
 given     = $(filter command environment,$(origin $(1)))
 ifneq ($(filter-out clean wheelhouse,$(GOALS)),)
@@ -63,6 +67,15 @@ ifndef NVIDIA_DRIVER
 NVIDIA_DRIVER := $(shell command -v nvidia-smi >/dev/null 2>&1 || test -e /proc/driver/nvidia && echo 1 || echo 0)
 endif
 
+# The stored run's versions as pip constraints, where this venv gets a CUDA torch of its own (a driver, or
+# CUDA_TORCH=1) from the default TORCH; not with SYSTEM_TORCH=1 (that torch is kept: the setup cell names any
+# difference), CPU=1, a TORCH of the caller's, or LATEST=1. The wheelhouse, made for a GPU runner, takes them too.
+DEFAULT_TORCH := $(filter $(TORCH_DEFAULT),$(TORCH))
+PINNED := $(and $(filter 1,$(NVIDIA_DRIVER) $(call flag,$(CUDA_TORCH))),$(filter 0,$(call flag,$(SYSTEM_TORCH))),\
+  $(filter 0,$(call flag,$(CPU))),$(filter 0,$(call flag,$(LATEST))),$(DEFAULT_TORCH))
+PIN_FLAGS := $(if $(PINNED),-c $(PINS))
+WHEEL_PIN_FLAGS := $(if $(and $(filter 0,$(call flag,$(LATEST))),$(DEFAULT_TORCH)),-c $(PINS))
+
 MISMATCH := $(strip $(foreach s,$(SETTINGS),$(if $(RECORDED_$(s)),$(if $(filter-out $(RECORDED_$(s)),$(call setting,$(s))),$(s)))))
 ifneq ($(MISMATCH),)
 ifneq ($(filter run test lab,$(GOALS)),)
@@ -75,28 +88,31 @@ VENV_FLAGS := $(if $(filter 1,$(SYSTEM_TORCH)),--system-site-packages,)
 # Which torch, decided (and said, or stopped at, in one line) before anything is installed: tools/torch_build.py.
 TORCH_FLAGS := $(if $(filter 1,$(CPU)),--cpu) $(if $(filter 1,$(NVIDIA_DRIVER)),--driver) \
   $(if $(filter 1,$(CUDA_TORCH)),--cuda-torch) $(if $(OFFLINE),--wheelhouse $(WHEELHOUSE)) \
-  $(if $(CPU_INDEX),--cpu-index $(CPU_INDEX))
+  $(if $(CPU_INDEX),--cpu-index $(CPU_INDEX)) $(if $(PINNED),--constraint $(PINS))
 TORCH_BUILD := $(PYTHON) -m tools.torch_build --python $(BIN)/python --torch "$(TORCH)" \
   --goal $(firstword $(GOALS)) $(strip $(TORCH_FLAGS))
 
 .PHONY: run test lab wheelhouse fork student handout-branch clean
 
 # A venv this call created is removed again when torch's install stops or fails (it holds no more than pip then).
-$(STAMP): requirements.txt requirements-test.txt pyproject.toml
+$(STAMP): requirements.txt requirements-test.txt pyproject.toml $(PINS)
 	@test -x $(BIN)/python || { test -e $(VENV) || NEW=1; $(PYTHON) -m venv $(VENV_FLAGS) $(VENV) && \
 	  { test -z "$$NEW" || touch $(VENV)/.new; }; }
 ifeq ($(SYSTEM_TORCH),1)
 	@echo "keeping the CUDA torch of $(PYTHON) (SYSTEM_TORCH=1)"
 else
+ifneq ($(PINNED),)
+	@echo "installing the stored run's versions ($(shell grep -v '^#' $(PINS) | paste -sd' ')); LATEST=1 takes the newest"
+endif
 	@$(TORCH_BUILD) || { status=$$?; test ! -e $(VENV)/.new || rm -rf $(VENV); exit $$status; }
 endif
 	@rm -f $(VENV)/.new
 ifeq ($(call flag,$(LEAN)),1)
-	$(PIP) install -q $(OFFLINE) --no-deps $(call quoted,$(FRONTEND_REQ))
-	$(PIP) install -q $(OFFLINE) $(call quoted,$(REST_REQS) $(LEAN_EXTRAS)) -r requirements-test.txt
+	$(PIP) install -q $(OFFLINE) $(PIN_FLAGS) --no-deps $(call quoted,$(FRONTEND_REQ))
+	$(PIP) install -q $(OFFLINE) $(PIN_FLAGS) $(call quoted,$(REST_REQS) $(LEAN_EXTRAS)) -r requirements-test.txt
 	$(PIP) install -q $(OFFLINE) --no-deps -e .
 else
-	$(PIP) install -q $(OFFLINE) -e ".[test]"
+	$(PIP) install -q $(OFFLINE) $(PIN_FLAGS) -e ".[test]"
 endif
 	printf '%s\n' $(foreach s,$(SETTINGS),'$(s)=$(call setting,$(s))') > $@
 
@@ -112,7 +128,7 @@ lab: $(STAMP)
 	$(BIN)/jupyter lab $(if $(filter 0,$(USER_ID)),--allow-root) notebooks/
 
 # SYSTEM_TORCH=1 leaves torch (and so the CUDA wheels it pulls) out; LEAN=1 takes the frontend alone.
-DOWNLOAD := $(PYTHON) -m pip download -d $(WHEELHOUSE) --only-binary=:all: --python-version $(PY) \
+DOWNLOAD := $(PYTHON) -m pip download -d $(WHEELHOUSE) $(WHEEL_PIN_FLAGS) --only-binary=:all: --python-version $(PY) \
   --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64
 wheelhouse:
 ifeq ($(call flag,$(LEAN)),1)

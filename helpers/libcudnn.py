@@ -242,7 +242,8 @@ def load_cudnn(verbose: bool = False, *, need_gpu: bool = True):
 
     Raises ``CudnnNotFoundError`` (one line: what was searched, what to install) when no libcudnn can be
     loaded, ``CudnnLoadError`` (a subclass) when the chosen file is broken, and ``CudnnVersionError``
-    (a subclass) when the backend is not a cuDNN 9 or two copies are mixed. Checks run once per process.
+    (a subclass) when the backend is not a cuDNN 9 or two copies are mixed. Checks run once per process; the first
+    also prints one line where torch, cuDNN or the frontend is not the stored run's version (``constraints.txt``).
     """
     global _verified
     if not need_gpu:
@@ -270,9 +271,59 @@ def load_cudnn(verbose: bool = False, *, need_gpu: bool = True):
         cudnn = _import_frontend()
         _check_backend(cudnn)
         _verified = cudnn
+        _say_if_not_the_stored_run(cudnn)
     if verbose:
         print(f"cuDNN backend {cudnn.backend_version_string()} from {loaded_library()}")
     return cudnn
+
+
+def stored_run_versions(path=None) -> dict[str, str]:
+    """torch, cuDNN and frontend versions of the course's stored GPU run, read from ``constraints.txt`` in the
+    checkout (``tools.execute`` writes it from the stamps): ``{"torch": "2.11.0", "cuDNN": "9.19.0", "frontend":
+    "1.32.0"}``; empty where there is no such file (an installed copy of the course)."""
+    from .paths import COURSE_ROOT
+
+    path = COURSE_ROOT / "constraints.txt" if path is None else path
+    names = {"torch": "torch", "nvidia-cudnn-cu": "cuDNN", "nvidia-cudnn-frontend": "frontend"}
+    found = {}
+    try:
+        lines = open(path).read().splitlines()
+    except OSError:
+        return {}
+    for line in lines:
+        pin = re.match(r"(torch|nvidia-cudnn-cu|nvidia-cudnn-frontend)\d*==([0-9.]+?)(?:\.\*)?\s*$", line.strip())
+        if pin:
+            found[names[pin[1]]] = pin[2]
+    return found
+
+
+def version_note(here: dict[str, str], stored: dict[str, str]) -> str | None:
+    """One line when a version ``here`` is not the stored run's, naming both; None when all match (or nothing is
+    known). torch is compared by its public version (Colab's 2.11.0+cu128 is the stored run's 2.11.0+cu130), cuDNN
+    by major.minor.patch."""
+    def public(name, version):
+        version = str(version).split("+")[0]
+        return ".".join(version.split(".")[:3]) if name == "cuDNN" else version
+
+    differ = [name for name in ("torch", "cuDNN", "frontend")
+              if name in here and name in stored and public(name, here[name]) != public(name, stored[name])]
+    if not differ:
+        return None
+    return (f"Not the course's stored run: {' and '.join(f'{n} {here[n]}' for n in differ)} here, "
+            f"{' and '.join(f'{n} {stored[n]}' for n in differ)} in the run that made the stored outputs "
+            f"(constraints.txt): numbers, kernels and verdicts may differ from those shown.")
+
+
+def _say_if_not_the_stored_run(cudnn) -> None:
+    """Print one line, once per process (the setup cell's load), when torch, cuDNN or the frontend here is not the
+    version of the course's stored run (``helpers.device.version_note``)."""
+    import torch
+
+    here = {"torch": torch.__version__, "cuDNN": version_string(int(cudnn.backend_version())),
+            "frontend": getattr(cudnn, "__version__", "?")}
+    note = version_note(here, stored_run_versions())
+    if note:
+        print(note)
 
 
 def loaded_library() -> str | None:

@@ -26,7 +26,7 @@ CHOICE = " -m tools.torch_build "
 # Variables a caller's environment could hand to make: a test names what it means and nothing else.
 MAKE_VARS = ("MAKEFLAGS", "MFLAGS", "MAKEOVERRIDES", "MAKELEVEL", "TORCH", "CPU", "LEAN", "SYSTEM_TORCH",
              "NVIDIA_DRIVER", "VENV", "WHEELHOUSE", "PYTEST_ARGS", "USER_ID", "PYTHON", "OUT", "BRANCH", "REPO",
-             "CPU_INDEX", "CUDA_TORCH")
+             "CPU_INDEX", "CUDA_TORCH", "LATEST")
 
 
 def closed_port_url() -> str:
@@ -70,7 +70,7 @@ def requirement_names(command: str) -> set[str]:
             text = (ROOT / args[i + 1]).read_text()
             names |= {req_name(ln.split("#")[0].strip()) for ln in text.splitlines() if ln.split("#")[0].strip()}
             i += 2
-        elif a in ("-d", "--python-version", "--platform", "--index-url", "--find-links"):
+        elif a in ("-d", "--python-version", "--platform", "--index-url", "--find-links", "-c", "--constraint"):
             i += 2
         elif a.startswith("-"):
             i += 1
@@ -113,7 +113,7 @@ def fake_venv(root: Path, at_hand: str | None = CPU_WHEEL, **settings) -> Path:
                           f"    sys.exit(print({answer!r}) if {answer is not None} else 1)\n")
         script.chmod(0o755)
     if settings:
-        record = {"TORCH": "torch==2.13.0", "SYSTEM_TORCH": "0", "CPU": "0", "LEAN": "0", **settings}
+        record = {"TORCH": "torch==2.13.0", "SYSTEM_TORCH": "0", "CPU": "0", "LEAN": "0", "LATEST": "0", **settings}
         (venv / ".installed").write_text("".join(f"{k}={v}\n" for k, v in record.items()))
     return venv
 
@@ -233,6 +233,54 @@ def test_a_wheelhouse_is_where_the_torch_choice_looks(tmp_path):
     assert args[args.index("--wheelhouse") + 1] == str(tmp_path / "wh")
 
 
+# ------------------------------------------------------------------ the stored run's versions on a GPU machine
+PINS = "constraints.txt"
+
+
+def pinned_installs(out: list[str]) -> tuple[list[str], list[str]]:
+    """(installs that take the stored run's versions, installs that do not), the torch choice among them."""
+    installs = [ln for ln in out if " pip install " in ln or CHOICE in ln]
+    taking = [ln for ln in installs if f"-c {PINS}" in ln or f"--constraint {PINS}" in ln]
+    return taking, [ln for ln in installs if ln not in taking]
+
+
+@pytest.mark.parametrize("setting", ["NVIDIA_DRIVER=1", "CUDA_TORCH=1"])
+@pytest.mark.parametrize("lean", ["LEAN=0", "LEAN=1"])
+def test_a_gpu_install_takes_the_stored_runs_versions_and_says_so(tmp_path, empty_wheelhouse, setting, lean):
+    out = install_lines(tmp_path, "NVIDIA_DRIVER=0", "SYSTEM_TORCH=0", setting, lean, empty_wheelhouse)
+    taking, not_taking = pinned_installs(out)
+    assert any(CHOICE in ln for ln in taking), "torch itself is installed with the pins"
+    assert all(" -e . " in ln + " " and "--no-deps" in ln for ln in not_taking), not_taking   # the course, alone
+    pins = [ln for ln in (ROOT / PINS).read_text().splitlines() if not ln.startswith("#")]
+    said = [ln for ln in out if "stored run's versions" in ln]
+    assert len(said) == 1 and all(p in said[0] for p in pins) and "LATEST=1 takes the newest" in said[0]
+
+
+@pytest.mark.parametrize("setting", ["LATEST=1", "SYSTEM_TORCH=1", "CPU=1", "TORCH=torch==2.12.0", "NVIDIA_DRIVER=0"])
+def test_the_newest_a_kept_torch_a_cpu_build_or_a_callers_torch_take_no_pins(tmp_path, empty_wheelhouse, setting):
+    given = dict(a.split("=", 1) for a in ("NVIDIA_DRIVER=1", "SYSTEM_TORCH=0", setting))
+    out = install_lines(tmp_path, *(f"{k}={v}" for k, v in given.items()), empty_wheelhouse)
+    taking, _ = pinned_installs(out)
+    assert taking == [] and not any("stored run's versions" in ln for ln in out)
+
+
+def test_the_wheelhouse_for_a_gpu_runner_takes_the_pins_unless_latest_or_a_torch_is_given(empty_wheelhouse):
+    (download,) = wheelhouse_downloads("SYSTEM_TORCH=0", empty_wheelhouse)
+    assert f"-c {PINS}" in download
+    for other in ("LATEST=1", "TORCH=torch==2.12.0"):
+        (download,) = wheelhouse_downloads("SYSTEM_TORCH=0", other, empty_wheelhouse)
+        assert f"-c {PINS}" not in download
+
+
+def test_the_pins_reach_the_torch_install(tmp_path, empty_wheelhouse):
+    venv = fake_venv(tmp_path)
+    run = make("test", f"VENV={venv}", "NVIDIA_DRIVER=1", "SYSTEM_TORCH=0", empty_wheelhouse)
+    assert run.returncode == 0, run.stderr
+    calls = ran(tmp_path)
+    assert calls[0] == f"{venv}/bin/python -m pip install -q -c {PINS} torch>=2.4"
+    assert calls[1] == f"{venv}/bin/python -m pip install -q -c {PINS} -e .[test]"
+
+
 # --- the same, run: a fake venv's python stands in for pip
 def ran(root: Path) -> list[str]:
     return (root / "ran").read_text().splitlines() if (root / "ran").exists() else []
@@ -312,7 +360,7 @@ def test_the_stamp_records_the_settings_and_a_different_one_stops(tmp_path, empt
                "NVIDIA_DRIVER=0", empty_wheelhouse)
     assert run.returncode == 0, run.stderr
     stamp = dict(ln.split("=", 1) for ln in (venv / ".installed").read_text().splitlines())
-    assert stamp == {"TORCH": "torch==2.13.0", "SYSTEM_TORCH": "0", "CPU": "0", "LEAN": "1"}
+    assert stamp == {"TORCH": "torch==2.13.0", "SYSTEM_TORCH": "0", "CPU": "0", "LEAN": "1", "LATEST": "0"}
     (tmp_path / "ran").unlink()
 
     for target in ("test", "run", "lab"):
@@ -323,7 +371,7 @@ def test_the_stamp_records_the_settings_and_a_different_one_stops(tmp_path, empt
         assert not stop.stdout.strip()
 
 
-@pytest.mark.parametrize("setting", ["LEAN=0", "CPU=1", "SYSTEM_TORCH=1"])
+@pytest.mark.parametrize("setting", ["LEAN=0", "CPU=1", "SYSTEM_TORCH=1", "LATEST=1"])
 def test_any_recorded_setting_given_differently_stops(tmp_path, setting):
     venv = fake_venv(tmp_path, LEAN="1")
     stop = make("-n", "test", f"VENV={venv}", setting)

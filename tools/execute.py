@@ -190,8 +190,11 @@ def main(argv=None) -> int:
 
     from helpers.results import headline_table
 
-    if not args.output_dir:  # the CSV is derived from the stored outputs, so the two cannot drift
+    if not args.output_dir:  # the CSV and the pins are derived from the stored notebooks, so they cannot drift
         sync_results()
+        from .pins import write_pins
+
+        print(write_pins())
     print("\nHeadline numbers (results/<gpu>.csv, from the stored outputs):")
     print(headline_table())
     failed = [r for r in results if r[1].startswith("error")]

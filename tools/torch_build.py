@@ -1,7 +1,7 @@
 """Which torch build ``make`` installs into the venv, decided before anything is installed (stdlib only).
 
     python -m tools.torch_build --python .venv/bin/python --torch 'torch>=2.4' [--cpu] [--driver] [--cuda-torch]
-                                [--cpu-index URL] [--wheelhouse DIR] [--goal test]
+                                [--cpu-index URL] [--wheelhouse DIR] [--constraint FILE] [--goal test]
 
 PyPI's torch for Linux is the CUDA build: with its ``nvidia-*`` wheels a venv passed 5.4 GB on a CPU box and was
 still growing. On Linux without an NVIDIA driver (``--driver`` not given) that build is installed only when asked
@@ -16,7 +16,7 @@ still growing. On Linux without an NVIDIA driver (``--driver`` not given) that b
 ``--cpu`` (make's ``CPU=1``) asks for torch's CPU index first, on any machine; where it cannot be reached, one line
 says so and a CPU wheel at hand is taken, or it stops. With ``--wheelhouse`` (make's offline install) only the
 wheelhouse is looked at. Exit status 0 when torch is installed (or already there), 2 for a stop, pip's own on a
-failed install.
+failed install. ``--constraint`` (make's stored-run pins, ``constraints.txt``, on a GPU machine) goes to that install.
 """
 from __future__ import annotations
 
@@ -157,6 +157,7 @@ def main(argv=None) -> int:
     parser.add_argument("--cuda-torch", action="store_true", help="take the CUDA build without a driver")
     parser.add_argument("--cpu-index", default=CPU_INDEX, help="torch's CPU wheel index")
     parser.add_argument("--wheelhouse", help="install from this folder only (make's offline install)")
+    parser.add_argument("--constraint", help="a pip constraints file for the install (the stored run's versions)")
     parser.add_argument("--goal", default="test", help="the make target, for the messages")
     args = parser.parse_args(argv)
     choice = choose(args.torch, python=args.python, cpu=args.cpu, driver=args.driver, cuda_torch=args.cuda_torch,
@@ -167,7 +168,8 @@ def main(argv=None) -> int:
         return 2
     if choice.pip_args is None:
         return 0
-    return subprocess.run([args.python, "-m", "pip", "install", "-q", *choice.pip_args]).returncode
+    pins = ["-c", args.constraint] if args.constraint else []
+    return subprocess.run([args.python, "-m", "pip", "install", "-q", *pins, *choice.pip_args]).returncode
 
 
 if __name__ == "__main__":
