@@ -123,10 +123,11 @@ def test_stamp_matches_current_code(nb):
         f"{_path(nb).name}: code changed since its last GPU run — re-execute it (make run)")
 
 
-def test_compared_outputs_are_the_ones_their_gpu_run_recorded():
-    """Every compared cell's stored outputs hash (sanitised as nbval sanitises them) to what the notebook's GPU run
-    recorded in its stamp: a hand-edited output fails here, on CPU, not only under nbval on a GPU. One test for all
-    notebooks; a stamp written before tools.execute recorded the hashes fails it with one line per notebook."""
+def test_every_stored_output_is_the_one_its_gpu_run_wrote():
+    """Every code cell's stored outputs hash to what the notebook's GPU run wrote (text, HTML, figures; no number
+    masked), and every compared cell's, sanitised as nbval sanitises them, to what it recorded: a hand-edited output
+    fails here, on CPU, compared by nbval or not. One test for all notebooks; a stamp written before tools.execute
+    recorded the hashes fails it with one line per notebook."""
     problems = [line for path in NOTEBOOKS for line in HY.output_problems(nbformat.read(path, as_version=4), path.name)]
     assert not problems, "\n".join(problems)
 

@@ -147,7 +147,14 @@ def changed_problems(path: Path) -> list[str]:
     if found is None:
         return [f"{Path(path).name}: its stamp records no prose (executed before tools.execute recorded it): {rerun}"]
     return [f"{Path(path).name} cell {c.cell}: the prose says {_said(c)}, which its GPU run's prose did not "
-            f"(\"{c.sentence[:90]}\"): say what the run saw, or say it without a number, or {rerun}" for c in found]
+            f"(\"…{_around(c.sentence, c.value)}…\"): say what the run saw, or say it without a number, or {rerun}"
+            for c in found]
+
+
+def _around(sentence: str, value: str, width: int = 45) -> str:
+    """The words of ``sentence`` within ``width`` characters of ``value``."""
+    at = max(sentence.find(value), 0)
+    return sentence[max(0, at - width):at + len(value) + width].strip()
 
 
 # ---- bars: what the prose quotes against what the code prints ------------------------------------------------
