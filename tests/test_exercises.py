@@ -4,7 +4,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-import helpers.exercises as X
+import grader as X
 from helpers.errors import CourseError
 from tests.support import requires_gpu
 from tools import student
@@ -135,13 +135,13 @@ def test_unknown_exercises_and_bad_keys_are_one_line_errors():
         X.checker("residual")
 
 
-def test_solutions_load_by_exercise_name(tmp_path, monkeypatch):
-    monkeypatch.setattr(X, "SOLUTIONS_DIR", tmp_path)
-    (tmp_path / "99_demo.py").write_text("def double(v):\n    return 2 * v\n")
-    assert X.solution("99.double")(4) == 8
-    with pytest.raises(CourseError, match="has no 'triple'"):
-        X.solution("99.triple")
-    with pytest.raises(CourseError, match="no solutions file for notebook 97"):
+def test_solutions_load_by_exercise_name_from_below_the_mark():
+    answer = X.solution("02.residual_block")
+    source = Path(X.nb02.__file__).read_text()
+    assert answer.__module__ == "grader.nb02" and source.index(X.SOLUTIONS_MARK) < source.index("def residual_block(")
+    with pytest.raises(CourseError, match="has no reference solution 'check_residual_block' below"):
+        X.solution("02.check_residual_block")          # a checker, not a solution
+    with pytest.raises(CourseError, match="no checker module grader/nb97.py"):
         X.solution("97.double")
 
 
@@ -174,10 +174,11 @@ ANSWER_LINE = "doubled = v + v  # the answer"
 
 @pytest.fixture
 def handout(tmp_path):
-    """(solutions folder, hand-out folder holding 99_demo.ipynb): the solution file holds ANSWER_LINE."""
-    solutions = tmp_path / "solutions"
+    """(grader folder, hand-out folder holding 99_demo.ipynb): nb99.py's reference solution holds ANSWER_LINE."""
+    solutions = tmp_path / "grader"
     solutions.mkdir()
-    (solutions / "99_demo.py").write_text(f"def double(v):\n    {ANSWER_LINE}\n    return doubled\n")
+    (solutions / "nb99.py").write_text(f"ANSWERS_ABOVE_THE_MARK_ARE_NOT_SOLUTIONS = 'double it please'\n"
+                                       f"{X.SOLUTIONS_MARK}\ndef double(v):\n    {ANSWER_LINE}\n    return doubled\n")
     out = tmp_path / "handout"
     out.mkdir()
     _notebook(out / "99_demo.ipynb")
@@ -323,17 +324,17 @@ def test_every_reference_solution_loads_and_is_filled_in():
         assert callable(answer) and X.unfinished(answer) is None, key
 
 
-def _idle_solutions(keys) -> list[str]:
+def _idle_solutions(keys, load=X.solution) -> list[str]:
     """One line per reference solution that does no frontend work (``tools.frontend_api.idle_reason``)."""
     from tools.frontend_api import idle_reason
 
     lines = []
     for key in keys:
-        answer = X.solution(key)
+        answer = load(key)
         reason = idle_reason(answer)
         if reason:
-            lines.append(f"helpers/exercises/solutions/{X.solution_file(key[:2]).name}: {answer.__name__} ({key}): "
-                         f"{reason}; a reference solution must build, run or replay a cuDNN graph")
+            lines.append(f"grader/nb{key[:2]}.py: {answer.__name__} ({key}): {reason}; a reference solution must "
+                         f"build, run or replay a cuDNN graph")
     return lines
 
 
@@ -363,28 +364,29 @@ IDLE_BODIES = {
 
 
 @pytest.mark.parametrize("body, expected", IDLE_BODIES.values(), ids=IDLE_BODIES.keys())
-def test_what_counts_as_a_reference_solution_that_does_nothing(tmp_path, monkeypatch, body, expected):
+def test_what_counts_as_a_reference_solution_that_does_nothing(tmp_path, body, expected):
     """02's residual_block with its body replaced: `pass`, `...`, a bare `return` or `return None`,
     `raise NotImplementedError`, a docstring alone, torch computing the answer (with or without loading cudnn) all
     do nothing; the real body, or one that leaves the work to a helper of its own module, does frontend work."""
     import re
 
-    source = X.solution_file("02").read_text()
+    source = Path(X.solution("02.residual_block").__code__.co_filename).read_text()
     start = source.index("def residual_block(")
     end = source.index("\ndef ", start + 1)
     signature = source[start:source.index("\n", start)]
     if body is not None:
         source = source[:start] + f"{signature}\n    {body}\n\n" + source[end:]
-    (tmp_path / "02_fused_conv_bias_relu.py").write_text(source)
-    monkeypatch.setattr(X, "SOLUTIONS_DIR", tmp_path)
-    problems = _idle_solutions(["02.residual_block"])
+    path = tmp_path / "nb02.py"
+    path.write_text(source)
+    stand_in = {}   # a function of that file's name, not the module run (its @checker would register again)
+    exec(compile("def residual_block(): pass", str(path), "exec"), stand_in)
+    problems = _idle_solutions(["02.residual_block"], load=lambda key: stand_in["residual_block"])
     if expected is None:
         assert problems == []
     else:
         (line,) = problems
-        assert re.fullmatch(rf"helpers/exercises/solutions/02_fused_conv_bias_relu\.py: residual_block "
-                            rf"\(02\.residual_block\): {re.escape(expected)}.*; a reference solution must build, run "
-                            rf"or replay a cuDNN graph", line), line
+        assert re.fullmatch(rf"grader/nb02\.py: residual_block \(02\.residual_block\): {re.escape(expected)}.*; a "
+                            rf"reference solution must build, run or replay a cuDNN graph", line), line
 
 
 def _all_keys() -> list[str]:

@@ -11,8 +11,8 @@ import pytest
 import torch
 
 import helpers as H
-import helpers.exercises as X
-from helpers.exercises import nb01
+import grader as X
+from grader import nb01
 from tests.support import graded, requires_gpu
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -245,3 +245,12 @@ def test_a_wrong_answer_fails_with_one_line_saying_why(key, answer, message):
     verdict = graded(key, answer)
     assert verdict.status == "failed", verdict
     assert re.match(message, verdict.message), verdict.message
+
+
+# ------------------------------------------------------------------ CPU: a wrong answer each checker refuses
+# (tests/test_exercises_cpu.py collects these) 01's checkers build cuDNN graphs before they call the answer: the CPU
+# test of the function that decides each verdict
+DECIDED_BY = {
+    "01.matmul_bias_relu": "test_a_graph_that_is_not_built_is_rejected",
+    "01.run_on_stream": "test_stream_verdict_names_the_stream_the_graph_ran_on",
+}

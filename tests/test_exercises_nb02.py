@@ -11,10 +11,10 @@ import torch
 import torch.nn.functional as F
 
 import helpers as H
-import helpers.exercises as X
+import grader as X
 from helpers.checking import rel_error, tolerance
-from helpers.exercises import nb02
-from helpers.exercises.provenance import tracing
+from grader import nb02
+from grader.provenance import tracing
 from tests.support import StandInGraph, graded, requires_gpu
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -486,3 +486,12 @@ def test_a_dgrad_answer_cudnn_may_not_build_fails_either_way(answer, message):
     verdict = graded("02.dgrad_drelu", answer)
     assert verdict.status == "failed", verdict
     assert verdict.message.startswith((message, "your code raised")), verdict.message
+
+
+# ------------------------------------------------------------------ CPU: a wrong answer each checker refuses
+# (tests/test_exercises_cpu.py collects these) torch computing the right numbers, which each checker refuses on the CPU
+TORCH_ANSWERS = {
+    "02.residual_block": lambda x, w, b, r, y: y.copy_(torch.relu(F.conv2d(x, w, padding=1) + b + r)),
+    "02.folded_bn": lambda x, w, scale, shift, y: y.copy_(torch.relu(F.conv2d(x, w, padding=1) * scale + shift)),
+    "02.dgrad_drelu": lambda dy, w, x, dx: dx.copy_(torch.nn.grad.conv2d_input(dx.shape, w, dy, padding=1) * (x > 0)),
+}

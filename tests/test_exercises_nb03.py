@@ -12,8 +12,8 @@ import pytest
 import torch
 
 import helpers as H
-import helpers.exercises as X
-from helpers.exercises import nb03
+import grader as X
+from grader import nb03
 from tests.support import graded, requires_gpu
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -79,7 +79,7 @@ def test_the_plans_an_answer_runs_are_recorded_with_their_indices():
     """What the checker records while the answer times plans (the stand-in takes the graph's place)."""
     import torch
 
-    from helpers.exercises.graph_runs import recording
+    from grader.graph_runs import recording
     from tests.support import StandInGraph
 
     graph = StandInGraph(lambda x: {"y": x}, {"x": 1}, {"y": 2})
@@ -262,3 +262,11 @@ def test_a_position_among_the_plans_that_build_names_a_refused_or_the_slow_plan(
     for fastest in builds:
         position = builds.index(fastest)
         assert position in refused or position in kept, (fastest, position)
+
+
+# ------------------------------------------------------------------ CPU: a wrong answer each checker refuses
+# (tests/test_exercises_cpu.py collects these) 03's checkers build cuDNN graphs before they call the answer
+DECIDED_BY = {
+    "03.fastest_plan": "test_an_index_returned_without_running_the_plans_fails_whatever_it_is",
+    "03.replay_choice": "test_an_index_that_is_not_a_plan_is_rejected",
+}

@@ -10,8 +10,8 @@ import pytest
 import torch
 
 import helpers as H
-import helpers.exercises as X
-from helpers.exercises import nb05
+import grader as X
+from grader import nb05
 from tests.support import StandInGraph, graded, requires_gpu
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -425,3 +425,26 @@ def test_the_tolerance_is_the_outputs_dtype():
     with pytest.raises(X.Wrong, match=r"stats differs from the log-sum-exp over all keys \(rel err 1.0e-02, "
                                       r"tolerance 0.002"):
         nb05.grade_merge_chunks(stats_one_percent_off, device="cpu")
+
+
+# ------------------------------------------------------------------ CPU: a wrong answer each checker refuses
+# (tests/test_exercises_cpu.py collects these) torch computing the right numbers, which each checker refuses on the CPU
+def _torch_window(q, k, v, o, window):
+    """torch's SDPA with the band as a boolean mask, next to an SDPA graph that never runs."""
+    from helpers.recipes import sdpa
+
+    s = q.shape[2]
+    ones = torch.ones(s, s, dtype=torch.bool)
+    o.copy_(torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=ones.tril() & ~ones.tril(-window)))
+    meta = torch.empty(1, 2, 256, 64, dtype=torch.bfloat16, device="meta")   # constructed, never executed
+    return sdpa.forward_graph(meta, meta, meta, causal=True, attn_scale=0.125, generate_stats=False)[0]
+
+
+def _torch_merge(q, chunks, scale):
+    k = torch.cat([k for k, _ in chunks], dim=2)
+    v = torch.cat([v for _, v in chunks], dim=2)
+    scores = (q.float() @ k.float().transpose(-1, -2)) * scale
+    return (torch.softmax(scores, -1) @ v.float()).to(q.dtype), torch.logsumexp(scores, -1, keepdim=True)
+
+
+TORCH_ANSWERS = {"05.sliding_window": _torch_window, "05.merge_chunks": _torch_merge}

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import helpers as H
-import helpers.exercises as X
+import grader as X
 from helpers.recipes import plancache
 from tests.support import requires_gpu
 
@@ -25,7 +25,7 @@ def test_checkers_are_registered_and_the_solutions_load():
 
 
 def test_the_checker_and_the_notebook_agree_on_the_uids():
-    from helpers.exercises import nb06
+    from grader import nb06
 
     nb = nbformat.read(NOTEBOOK, as_version=4)
     learner = [c.source for c in nb.cells if c.cell_type == "code" and 'H.exercise("06.round_trip"' in c.source]
@@ -36,7 +36,7 @@ def test_the_checker_and_the_notebook_agree_on_the_uids():
 def test_load_or_build_is_fed_an_entry_from_elsewhere_for_every_fingerprint_field():
     """The checker's foreign entries differ from this machine's fingerprint in one field (two for another GPU
     model: its name and SM version) and together cover every field the plan cache keys on."""
-    from helpers.exercises import nb06
+    from grader import nb06
 
     here = {"gpu": "NVIDIA H200", "sm": 90, "sm_count": 132, "driver": "580.95.05", "cuda_runtime": "13.0",
             "cudnn_backend": 91900, "cudnn_frontend": "1.32.0"}
@@ -232,3 +232,15 @@ def test_gpu_load_or_build_rejects(capsys, answer, expected):
 def test_gpu_load_or_build_accepts_the_reference(capsys):
     assert H.exercise("06.load_or_build", X.solution("06.load_or_build"))
     assert capsys.readouterr().out.startswith("✓ 06.load_or_build: correct")
+
+
+# ------------------------------------------------------------------ CPU: a wrong answer each checker refuses
+# (tests/test_exercises_cpu.py collects these) torch computing the product, which 06.round_trip refuses on the CPU;
+# 06.load_or_build builds a graph before it calls the answer: the CPU test of the function that decides its verdict
+def _torch_product(a, b, c):
+    c.copy_(a @ b)
+    return b"not a plan", H.load_cudnn(need_gpu=False).pygraph()
+
+
+TORCH_ANSWERS = {"06.round_trip": _torch_product}
+DECIDED_BY = {"06.load_or_build": "test_load_or_build_is_fed_an_entry_from_elsewhere_for_every_fingerprint_field"}

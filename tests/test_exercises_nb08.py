@@ -10,8 +10,8 @@ import pytest
 import torch
 
 import helpers as H
-import helpers.exercises as X
-from helpers.exercises import nb08
+import grader as X
+from grader import nb08
 from tests.support import graded, requires_gpu
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -185,7 +185,7 @@ def _stand_in_mlp():
 
 def _traced(body):
     """Run ``body(mlp, cuda_graph, trace)`` as the learner's code in a trace that watches the stand-ins."""
-    from helpers.exercises.provenance import tracing
+    from grader.provenance import tracing
     from tests.support import StandInGraph
     from tests.test_provenance import StandInCUDAGraph
 
@@ -455,3 +455,12 @@ GPU_CASES = [
 def test_the_checker_rejects_a_typical_wrong_answer(key, answer, expected):
     verdict = graded(key, answer)
     assert verdict.status == "failed" and verdict.message.startswith(expected), verdict.message
+
+
+# ------------------------------------------------------------------ CPU: a wrong answer each checker refuses
+# (tests/test_exercises_cpu.py collects these) 08's checkers build cuDNN and CUDA graphs before they call the answer
+DECIDED_BY = {
+    "08.capture_two": "test_a_capture_of_torch_ops_is_refused_on_the_cpu",
+    "08.serve": "test_outputs_from_torch_or_direct_executes_are_refused_on_the_cpu",
+    "08.swap_weights": "test_swap_verdict_names_the_missing_step",
+}

@@ -7,9 +7,9 @@ GPU; the last tests read a real ``cudnn.pygraph`` (constructed on meta tensors, 
 import pytest
 import torch
 
-import helpers.exercises as X
-from helpers.exercises import graph_runs
-from helpers.exercises.graph_runs import GraphRun, bound_buffers, recording
+import grader as X
+from grader import graph_runs
+from grader.graph_runs import GraphRun, bound_buffers, recording
 from tests.support import StandInGraph
 
 WATCH = dict(classes=(StandInGraph,))

@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
 IDENTITY = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.com",
             "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.com"}
-SOLUTIONS = ROOT / "helpers" / "exercises" / "solutions"
+GRADER = ROOT / "grader"
 
 
 @pytest.fixture(autouse=True)
@@ -40,7 +40,7 @@ def repo(tmp_path):
     root.mkdir()
     for name in ("pyproject.toml", "README.md", "requirements.txt", "requirements-test.txt"):
         shutil.copy(ROOT / name, root / name)
-    for folder in ("notebooks", "helpers"):
+    for folder in ("notebooks", "helpers", "grader"):
         shutil.copytree(ROOT / folder, root / folder, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     git(root, "init", "-q", "-b", "main")
     git(root, "add", "-A")
@@ -70,10 +70,16 @@ def test_the_branch_holds_the_course_with_the_student_notebooks_and_no_answers(r
     assert git(repo, "log", "-1", "--format=%B", commit).splitlines()[-1] == f"{ST.HANDOUT_TRAILER} {head}"
 
     files = tree(repo, commit)
-    assert files == {f for f in tree(repo, head) if not f.startswith("helpers/exercises/solutions/")}
+    assert files == tree(repo, head)
     assert "helpers/__init__.py" in files and "pyproject.toml" in files   # what the setup cell installs
     out = checkout(repo, commit, tmp_path / "student")
-    assert ST.leaks(out / "notebooks", SOLUTIONS) == []
+    assert ST.leaks(out / "notebooks", GRADER) == [] and ST.leaks(out / "grader") == []
+    changed = git(repo, "diff", "--name-only", head, commit).splitlines()
+    assert {f for f in changed if not f.startswith("notebooks/")} == {
+        f"grader/{p.name}" for p in GRADER.glob("nb[0-9][0-9].py")}               # cut, not removed
+    for module in (out / "grader").glob("nb[0-9][0-9].py"):
+        text = module.read_text()
+        assert ST.SOLUTIONS_MARK not in text and "@checker(" in text, module.name
     for path in notebook_paths(out / "notebooks"):
         nb = nbformat.read(path, as_version=4)
         assert not any(ST.SOLUTION_TAG in c.metadata.get("tags", []) for c in nb.cells), path.name
@@ -99,7 +105,7 @@ def test_colab_clones_the_branch_and_finds_helpers_there(repo, tmp_path):
     assert Path(helpers_file).resolve().is_relative_to(course.resolve()), helpers_file
     assert Path(installed).resolve() == course.resolve() and (course / "pyproject.toml").exists()
     assert git(course, "rev-parse", "--abbrev-ref", "HEAD") == "student"
-    assert not (course / "helpers" / "exercises" / "solutions").exists()
+    assert not any(ST.solutions_of(p.read_text()).strip() for p in (course / "grader").glob("nb*.py"))
 
 
 def test_a_new_hand_out_goes_on_top_of_the_previous_one(repo):

@@ -17,7 +17,8 @@ import pytest
 import torch
 
 import helpers as H
-from helpers import device, errors, exercises as X
+import grader as X
+from helpers import device, errors
 from tools.gates import read_needs
 from tools.notebooks import ROOT, notebook_paths
 

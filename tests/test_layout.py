@@ -13,7 +13,8 @@ ROOT = Path(__file__).resolve().parent.parent
 HELPERS = ROOT / "helpers"
 
 
-PACKAGES = ("helpers", "tools")   # the import graph covers both
+PACKAGES = ("helpers", "grader", "tools")   # the import graph covers all three
+TOOLBOX_ENTRIES = {"helpers": {"grader"}}   # helpers/__init__: H.exercise and H.grade_solution, imported on call
 
 
 def _module_name(path: Path, root: Path = ROOT) -> str:
@@ -89,9 +90,12 @@ def import_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     return sorted(found)
 
 
-@pytest.mark.parametrize("package", ["helpers", "tools"])
+@pytest.mark.parametrize("package", ["helpers", "grader", "tools"])
 def test_no_import_cycle(package):
-    cycles = [c for c in import_cycles(import_graph()) if c[0].split(".")[0] == package]
+    """No circle, but for the toolbox's two entry points into the grader (``TOOLBOX_ENTRIES``): they import it when
+    called, after both packages have loaded, and the grader uses the toolbox."""
+    graph = {m: deps - TOOLBOX_ENTRIES.get(m, set()) for m, deps in import_graph().items()}
+    cycles = [c for c in import_cycles(graph) if c[0].split(".")[0] == package]
     assert not cycles, "import cycles: " + "; ".join(" <-> ".join(c) for c in cycles)
 
 
@@ -167,15 +171,28 @@ def test_recipe_graphs_are_written_out_only_where_they_are_taught(op, teacher):
             assert f".{op}" not in src, f"{path.name} writes the {op.rstrip('(')} graph again; import its recipe"
 
 
-def test_solutions_ship_inside_the_package_so_an_installed_helpers_finds_them():
-    """helpers.exercises.solution reads helpers/exercises/solutions/ (a package, so setuptools installs it with helpers):
-    nothing is looked up in a checkout folder outside the package."""
-    import helpers.exercises as X
+def test_each_notebooks_checkers_hold_their_reference_solutions_below_the_mark():
+    """grader.solution reads a checker module below ``SOLUTIONS_MARK`` (the package ships it, so an installed course
+    finds it; the hand-out cuts it there): one checker module per notebook, each with its solutions at the end."""
+    import grader as X
 
-    package = Path(X.__file__).resolve().parent
-    assert X.SOLUTIONS_DIR == package / "solutions"
-    assert (X.SOLUTIONS_DIR / "__init__.py").exists()
-    assert sorted(p.name[:2] for p in X.SOLUTIONS_DIR.glob("[0-9][0-9]_*.py")) == [p.name[:2] for p in notebook_paths()]
+    modules = sorted((ROOT / "grader").glob("nb[0-9][0-9].py"))
+    assert [p.name[2:4] for p in modules] == [p.name[:2] for p in notebook_paths()]
+    for path in modules:
+        checkers, mark, solutions = path.read_text().partition(X.SOLUTIONS_MARK)
+        assert mark and "@checker(" in checkers and "@checker(" not in solutions, path.name
+
+
+def test_the_toolbox_reaches_the_grader_only_through_its_two_entry_points():
+    """The learner's toolbox (helpers/) and the grader (grader/) are apart: no toolbox module imports the grader,
+    except ``helpers/__init__``'s ``exercise`` and ``grade_solution``."""
+    graph = import_graph(ROOT, ("helpers", "grader"))
+    reaching = {m: sorted(d for d in deps if d.split(".")[0] == "grader") for m, deps in graph.items()
+                if m.split(".")[0] == "helpers"}
+    bad = {m: deps for m, deps in reaching.items() if deps and set(deps) - TOOLBOX_ENTRIES.get(m, set())}
+    assert not bad, bad
+    init = (HELPERS / "__init__.py").read_text()
+    assert init.count("from grader import") == 2
 
 
 def _private_imports(source: str, importer: str) -> list[str]:
@@ -205,7 +222,8 @@ def _private_imports(source: str, importer: str) -> list[str]:
 def test_no_private_module_is_imported_outside_its_package():
     """One public way in: helpers' private modules (``recipes._common`` ...) are used only inside their package."""
     bad = []
-    for path in sorted([*HELPERS.rglob("*.py"), *(ROOT / "tools").glob("*.py"), *(ROOT / "tests").glob("*.py")]):
+    for path in sorted([*HELPERS.rglob("*.py"), *(ROOT / "grader").glob("*.py"), *(ROOT / "tools").glob("*.py"),
+                        *(ROOT / "tests").glob("*.py")]):
         importer = ".".join(path.relative_to(ROOT).with_suffix("").parts)
         bad += [f"{path.relative_to(ROOT)}: {name}" for name in _private_imports(path.read_text(), importer)
                 if name.startswith("helpers.")]
@@ -220,7 +238,7 @@ def test_the_private_import_finder_catches_one():
     assert _private_imports("from helpers.recipes._common import new_graph", "tests.test_x") == [
         "helpers.recipes._common.new_graph"]
     assert _private_imports("from ._common import new_graph", "helpers.recipes.sdpa") == []
-    assert _private_imports("from ..recipes._common import new_graph", "helpers.exercises.nb06") == [
+    assert _private_imports("from ..recipes._common import new_graph", "helpers.lessons.attention") == [
         "helpers.recipes._common.new_graph"]
 
 

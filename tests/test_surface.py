@@ -9,9 +9,10 @@ import pytest
 
 import helpers
 from tools.notebooks import notebook_paths
+from tools.student import solutions_of
 
 ROOT = Path(__file__).resolve().parent.parent
-SOLUTIONS = sorted((ROOT / "helpers" / "exercises" / "solutions").glob("[0-9][0-9]_*.py"))
+SOLUTIONS = sorted((ROOT / "grader").glob("nb[0-9][0-9].py"))   # their reference solutions call H.X
 WORKERS = sorted(p for p in (ROOT / "helpers" / "workers").glob("*.py") if p.name != "__init__.py")
 PACKAGES = ("helpers.recipes", "helpers.lessons")          # imported as they are, beside the surface
 PROGRAMS = {f"helpers.workers.{p.stem}" for p in WORKERS}  # a notebook may import a worker to show it
@@ -26,7 +27,7 @@ def _notebook_code(path: Path) -> str:
 def _learner_code() -> dict[str, str]:
     """What a learner reads and runs: each notebook's code cells and each reference solution."""
     code = {path.name: _notebook_code(path) for path in notebook_paths()}
-    code.update({f"solutions/{path.name}": path.read_text() for path in SOLUTIONS})
+    code.update({f"grader/{path.name}": solutions_of(path.read_text()) for path in SOLUTIONS})
     return code
 
 

@@ -125,7 +125,7 @@ def _cell_features(tree: ast.Module, gates: dict) -> tuple[str, ...]:
 def _checker_needs(call: ast.Call) -> tuple[str, ...]:
     """What ``@checker(needs=...)`` declares for the exercise a ``H.grade_solution("NN.name")`` call grades."""
     from helpers.errors import CourseError
-    from helpers.exercises import needs
+    from grader import needs
 
     try:
         return needs(_literal(call, "grade_solution"))

@@ -4,17 +4,17 @@
     python -m tools.student --branch student    # = make handout-branch: a git branch Colab can open
 
 The hand-out lives on its own branch, ``student`` by default (``HANDOUT_BRANCH``): the whole course at the
-commit it was made from, with ``notebooks/`` replaced by the student copies and
-``helpers/exercises/solutions/`` removed. In the copies every Colab badge opens that branch and the setup cell
-clones that branch (``git clone --branch=student``), so a learner's Colab gets ``helpers`` from the same commit
-as the notebook and no answers; the full notebooks' badges stay on ``main``. ``write_branch`` commits it
+commit it was made from, with ``notebooks/`` replaced by the student copies and every checker module of
+``grader/`` cut where its reference solutions begin (``grader.SOLUTIONS_MARK``). In the copies every Colab badge
+opens that branch and the setup cell clones that branch (``git clone --branch=student``), so a learner's Colab gets
+``helpers`` and ``grader`` from the same commit as the notebook and no answers; the full notebooks' badges stay on ``main``. ``write_branch`` commits it
 through a temporary ``git worktree`` (each new hand-out on top of the previous one, so publishing is a
 fast-forward) and pushes nothing: the maintainer runs the ``git push origin student`` it prints.
 
 A cell tagged ``solution`` (the stored notebook grading the reference solution, e.g.
-``H.exercise("02.residual", X.solution("02.residual"))``) is dropped; every other cell is kept with its
-outputs and execution counts cleared, so the learner starts from the skeletons. ``helpers/exercises/solutions/``
-is not copied. ``leaks(folder)`` lists any solution line that still appears in the copies.
+``H.grade_solution("02.residual_block")``) is dropped; every other cell is kept with its
+outputs and execution counts cleared, so the learner starts from the skeletons; the grader keeps its checkers and
+loses its reference solutions. ``leaks(folder)`` lists any solution line that still appears in the copies.
 """
 from __future__ import annotations
 
@@ -24,12 +24,14 @@ import sys
 import tempfile
 from pathlib import Path
 
+from grader import SOLUTIONS_MARK
+
 from .fork import BRANCH_NAME, MAIN, on_branch
 from .notebooks import notebook_paths
 
 ROOT = Path(__file__).resolve().parent.parent
 NB_DIR = ROOT / "notebooks"
-SOLUTIONS = Path(__file__).resolve().parent.parent / "helpers" / "exercises" / "solutions"
+GRADER = ROOT / "grader"
 SOLUTION_TAG = "solution"
 HANDOUT_BRANCH = "student"   # the branch the hand-out is published on; the README's hand-out badges open it
 HANDOUT_TRAILER = "Handout-Of:"   # last line of a hand-out commit: the course commit it was made from
@@ -65,11 +67,21 @@ def write(out_dir: Path, nb_dir: Path = NB_DIR, branch: str = HANDOUT_BRANCH) ->
     return written
 
 
-def solution_lines(solutions_dir: Path = SOLUTIONS) -> set[str]:
-    """The solution files' code lines that could give an answer away (not blank, comments, imports or defs)."""
+def solutions_of(text: str) -> str:
+    """The reference solutions in a checker module's text: the lines after ``SOLUTIONS_MARK``'s ("" if none)."""
+    return text.partition(SOLUTIONS_MARK)[2].partition("\n")[2]
+
+
+def without_solutions(text: str) -> str:
+    """A checker module's text cut where its reference solutions begin."""
+    return text.partition(SOLUTIONS_MARK)[0].rstrip() + "\n"
+
+
+def solution_lines(grader_dir: Path = GRADER) -> set[str]:
+    """The reference solutions' code lines that could give an answer away (not blank, comments, imports or defs)."""
     lines = set()
-    for path in sorted(Path(solutions_dir).glob("*.py")):
-        for line in path.read_text().splitlines():
+    for path in sorted(Path(grader_dir).glob("nb[0-9][0-9].py")):
+        for line in solutions_of(path.read_text()).splitlines():
             text = line.strip()
             if len(text) < 12 or text.startswith(("#", "import ", "from ", "def ", '"""', "return", "@")):
                 continue
@@ -94,20 +106,20 @@ def exercise_cells(nb) -> list:
     return nb.cells[start:end]
 
 
-def leaks(out_dir: Path, solutions_dir: Path = SOLUTIONS) -> list[str]:
+def leaks(out_dir: Path, grader_dir: Path = GRADER) -> list[str]:
     """``notebook: line`` for every solution line found in the exercises of a student copy (empty: nothing
     leaks). The lesson above the exercises may share lines with a solution (an exercise extends what was
     taught): only the exercise part is searched."""
     import nbformat
 
-    wanted = solution_lines(solutions_dir)
+    wanted = solution_lines(grader_dir)
     found = []
     for path in sorted(Path(out_dir).glob("*.ipynb")):
         nb = nbformat.read(path, as_version=4)
         text = {line.strip() for cell in exercise_cells(nb) for line in cell.source.splitlines()}
         found += [f"{path.name}: {line}" for line in sorted(wanted & text)]
-    if (Path(out_dir) / "solutions").exists():
-        found.append("solutions/ was copied into the student folder")
+    found += [f"{path.name}: its reference solutions were copied" for path in sorted(Path(out_dir).rglob("nb*.py"))
+              if solutions_of(path.read_text()).strip()]
     return found
 
 
@@ -167,19 +179,19 @@ def write_branch(branch: str = HANDOUT_BRANCH, root: Path = ROOT) -> tuple[str, 
         _git(root, "worktree", "add", "-q", "--detach", str(wt), source)
         try:
             write(wt / "notebooks", nb_dir=wt / "notebooks", branch=branch)
-            problems = leaks(wt / "notebooks", wt / "helpers" / "exercises" / "solutions")
+            problems = leaks(wt / "notebooks", wt / "grader")
             if problems:
                 raise HandoutError(f"a solution line leaks into the hand-out: {problems[0]}")
-            if (wt / "helpers" / "exercises" / "solutions").exists():
-                _git(wt, "rm", "-r", "-q", "helpers/exercises/solutions")
-            _git(wt, "add", "-A", "notebooks")
+            for module in sorted((wt / "grader").glob("nb[0-9][0-9].py")):
+                module.write_text(without_solutions(module.read_text()))
+            _git(wt, "add", "-A", "notebooks", "grader")
             tree = _git(wt, "write-tree")
         finally:
             _git(root, "worktree", "remove", "--force", str(wt))
     if previous and _git(root, "rev-parse", f"{previous}^{{tree}}") == tree:
         return previous, False
     message = (f"hand-out of {source[:12]}: student notebooks (no solution cells, outputs cleared), badges and "
-               f"setup-cell clone on {branch}, no helpers/exercises/solutions/\n\n{HANDOUT_TRAILER} {source}\n")
+               f"setup-cell clone on {branch}, grader without its reference solutions\n\n{HANDOUT_TRAILER} {source}\n")
     commit = _git(root, "commit-tree", tree, "-p", previous or source, "-m", message)
     _git(root, "update-ref", ref, commit, *([previous] if previous else []))
     return commit, True

@@ -31,8 +31,8 @@ ALLOWANCE_MS = 1e-3      # ... and never less than the resolution of CUDA-event 
 
 def _problem(seed: int):
     """The recipe's tensors for SHAPE and the float64 reference."""
-    from ..device import working_dtype
-    from ..recipes import conv_bias_relu
+    from helpers.device import working_dtype
+    from helpers.recipes import conv_bias_relu
 
     t = conv_bias_relu.make_tensors(SHAPE["N"], SHAPE["C"], SHAPE["H"], SHAPE["K"], dtype=working_dtype(), seed=seed)
     return t, conv_bias_relu.reference(t)
@@ -40,8 +40,8 @@ def _problem(seed: int):
 
 def _planned_graph(t):
     """A fresh graph for ``t``, planned with A, B and FALLBACK (one ranked list) and support-checked; not built."""
-    from ..graphs import heuristic_modes
-    from ..recipes import conv_bias_relu
+    from helpers.graphs import heuristic_modes
+    from helpers.recipes import conv_bias_relu
 
     g, io = conv_bias_relu.graph(t)
     g.validate()
@@ -129,9 +129,9 @@ def head_to_head(graph, pack, a: int, b: int, rounds: int = 3, iters: int = 20) 
     """Plans ``a`` and ``b`` timed in alternation (L2 flushed): ``{index: (median_ms, p10_ms, p90_ms)}``."""
     import statistics
 
-    from ..graphs import workspace_for
-    from ..handles import get_handle
-    from ..timing.per_call import benchmark
+    from helpers.graphs import workspace_for
+    from helpers.handles import get_handle
+    from helpers.timing.per_call import benchmark
 
     handle = get_handle()
     runs = {}
@@ -169,8 +169,8 @@ def require_timed(index: int, table, ran: set) -> None:
 # ------------------------------------------------------------------ 03.fastest_plan
 @checker("03.fastest_plan")
 def check_fastest_plan(answer):
-    from ..device import require_gpu
-    from ..recipes import autotune
+    from helpers.device import require_gpu
+    from helpers.recipes import autotune
     from .graph_runs import recording
 
     require_gpu()
@@ -250,12 +250,12 @@ def saved_choice(graph) -> tuple[int, dict]:
 def check_replay_choice(answer):
     import torch
 
-    from ..checking import check, poison_
-    from ..device import require_gpu
-    from ..errors import first_line
-    from ..graphs import workspace_for
-    from ..handles import get_handle
-    from ..recipes import conv_bias_relu
+    from helpers.checking import check, poison_
+    from helpers.device import require_gpu
+    from helpers.errors import first_line
+    from helpers.graphs import workspace_for
+    from helpers.handles import get_handle
+    from helpers.recipes import conv_bias_relu
 
     require_gpu()
     t, ref = _problem(seed=4)
@@ -286,3 +286,36 @@ def check_replay_choice(answer):
     if not result.ok:
         raise Wrong(f"plan {index} ran, but y is wrong: {result}")
     return "correct — your index names the saved plan, it is built, and it computes y"
+
+
+# ---- reference solutions: H.grade_solution grades these; the hand-out (tools/student.py) cuts the file here
+import helpers as H
+
+
+def fastest_plan(graph, pack):
+    """Build each candidate, time it in a workspace of its own size, keep the index with the lowest median."""
+    on_stream = H.get_handle()
+    median_by_plan = {}
+    for plan in range(graph.get_execution_plan_count()):
+        try:
+            graph.build_plan_at_index(plan)
+        except Exception:  # declined on this GPU: not a candidate
+            continue
+        own_workspace = H.workspace_for(graph, plan=plan)
+
+        def launch(plan=plan, own_workspace=own_workspace):
+            graph.execute_plan_at_index(pack, own_workspace, index=plan, handle=on_stream)
+
+        median_by_plan[plan] = H.benchmark(launch, warmup=3, iters=10, max_ms=5.0).median_ms
+    return min(median_by_plan, key=median_by_plan.get)
+
+
+def replay_choice(graph, choice):
+    """Append the saved (engine id, knobs) to the fresh graph's plan list and build exactly that entry."""
+    cudnn = H.load_cudnn()
+    graph.validate(); graph.build_operation_graph()   # the operation graph that the plan is appended to
+    knob_values = {cudnn.knob_type[name]: value for name, value in choice["knobs"].items()}
+    graph.create_execution_plan(choice["engine_id"], knob_values)
+    replayed = graph.get_execution_plan_count() - 1
+    graph.build_plan_at_index(replayed)
+    return replayed

@@ -20,7 +20,7 @@ def _tensors(seed: int, m: int = SHAPE["m"], k: int = SHAPE["k"], n: int = SHAPE
     """a, b (scaled so C stays near 1) and a NaN-poisoned c, from a fixed seed (on the grading device)."""
     import torch
 
-    from ..checking import poison_
+    from helpers.checking import poison_
 
     device, dtype = grading_setup()
     gen = torch.Generator(device=device).manual_seed(seed)
@@ -36,7 +36,7 @@ def _reference(t: dict):
 def _verdict(t: dict):
     """t["c"] against the float64 reference: by norm and element by element, tolerances from c's dtype
     (``CheckResult``: ``.ok``, ``.rel_err``, ``.unwritten``)."""
-    from ..checking import check
+    from helpers.checking import check
 
     return check("06", t["c"], _reference(t), quiet=True, raise_on_fail=False)
 
@@ -44,8 +44,8 @@ def _verdict(t: dict):
 def _run_by_uid(graph, t: dict) -> None:
     import torch
 
-    from ..graphs import workspace_for
-    from ..handles import get_handle
+    from helpers.graphs import workspace_for
+    from helpers.handles import get_handle
 
     graph.execute({UIDS[name]: t[name] for name in UIDS}, workspace_for(graph), handle=get_handle())
     torch.cuda.synchronize()
@@ -53,7 +53,7 @@ def _run_by_uid(graph, t: dict) -> None:
 
 def _matmul_graph(t: dict):
     """The checker's own C = A @ B with the exercise's UIDs (constructed, not built)."""
-    from ..recipes import new_graph
+    from helpers.recipes import new_graph
 
     graph = new_graph(t["a"].dtype)
     a = graph.tensor_like(t["a"], name="a").set_uid(UIDS["a"])
@@ -63,7 +63,7 @@ def _matmul_graph(t: dict):
 
 
 def _is_graph(obj) -> bool:
-    from ..libcudnn import load_cudnn
+    from helpers.libcudnn import load_cudnn
 
     return isinstance(obj, load_cudnn(need_gpu=False).pygraph)
 
@@ -82,9 +82,9 @@ def check_round_trip(answer) -> str:
     """Runs the answer on our tensors (c must be written by the graph it returns: ``graph_runs``); then reloads
     ITS bytes into a graph of ours and feeds that graph by UID only, and feeds the graph it returned by UID too —
     each time with new data, poisoned output, vs torch."""
-    from ..errors import first_line
-    from ..handles import get_handle
-    from ..libcudnn import load_cudnn
+    from helpers.errors import first_line
+    from helpers.handles import get_handle
+    from helpers.libcudnn import load_cudnn
     from .provenance import tracing
 
     cudnn = load_cudnn(need_gpu=False)
@@ -146,7 +146,7 @@ def check_round_trip(answer) -> str:
 # ---------------------------------------------------------------- 06.load_or_build
 def _this_machine() -> dict:
     """The course's one fingerprint (``plancache.current_fingerprint``), which the plan cache keys entries on."""
-    from ..recipes.plancache import current_fingerprint
+    from helpers.recipes.plancache import current_fingerprint
 
     return current_fingerprint()
 
@@ -183,7 +183,7 @@ def check_load_or_build(answer) -> str:
     """Feeds the answer entries that must load (made here, for this graph) and entries that must not (any one
     fingerprint field from elsewhere, another graph, no entry); a load is a fresh pygraph with no ops, a build
     is the graph handed in. Whatever comes back must then compute C = A @ B when fed by UID."""
-    from ..graphs import build
+    from helpers.graphs import build
     from .provenance import tracing
 
     here = _this_machine()
@@ -235,3 +235,40 @@ def check_load_or_build(answer) -> str:
             raise Wrong(_blame(result, f"the graph returned for {what}, fed by UID"))
     return (f"correct — loaded the matching entry, rebuilt for the {len(cases) - 1} others (each fingerprint "
             "field from elsewhere, another graph, none)")
+
+
+# ---- reference solutions: H.grade_solution grades these; the hand-out (tools/student.py) cuts the file here
+import torch
+
+import helpers as H
+from helpers.recipes import plancache
+
+PLAN_UIDS = dict(a=11, b=12, c=13)   # the same contract as the notebook's UIDS
+
+
+def round_trip(a, b, c):
+    cudnn, handle = H.load_cudnn(), H.get_handle()
+    built = cudnn.pygraph(io_data_type=a.dtype, intermediate_data_type=torch.float32,
+                          compute_data_type=torch.float32, handle=handle)
+    a_in = built.tensor_like(a).set_uid(PLAN_UIDS["a"])
+    b_in = built.tensor_like(b).set_uid(PLAN_UIDS["b"])
+    built.matmul(A=a_in, B=b_in).set_output(True).set_uid(PLAN_UIDS["c"])
+    H.build(built)
+    blob = built.serialize(as_bytes=True)
+
+    fresh = cudnn.pygraph(handle=handle)          # nothing in it: no tensors, no ops
+    fresh.deserialize(handle, blob)
+    by_uid = {PLAN_UIDS["a"]: a, PLAN_UIDS["b"]: b, PLAN_UIDS["c"]: c}
+    fresh.execute(by_uid, H.workspace_for(fresh), handle=handle)
+    return blob, fresh
+
+
+def load_or_build(entry, graph):
+    this_machine = plancache.current_fingerprint()   # every field the course's plan cache keys on
+    usable = entry is not None and entry["fingerprint"] == this_machine and entry["key"] == graph.key()
+    if not usable:
+        H.build(graph)
+        return graph
+    fresh = H.load_cudnn().pygraph(handle=H.get_handle())
+    fresh.deserialize(H.get_handle(), entry["plan"])
+    return fresh

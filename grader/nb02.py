@@ -31,7 +31,7 @@ def tensors(*, dtype, device: str = "cuda", seed: int = SEED) -> dict:
     per-channel scale in [0.25, 2] and shift (1xKx1x1). Reproducible for a given seed."""
     import torch
 
-    from ..recipes.conv_bias_relu import make_tensors
+    from helpers.recipes.conv_bias_relu import make_tensors
 
     t = make_tensors(**SHAPE, dtype=dtype, seed=seed, device=device)
     gen = torch.Generator(device=device).manual_seed(seed + 1)
@@ -89,7 +89,7 @@ def dgrad_tensors(*, dtype, device: str = "cuda", seed: int = SEED) -> dict:
     """The dgrad checker's inputs, from the conv_backward recipe (NHWC): the incoming gradient dy [n,k,h,w], the
     filter w [k,c,3,3], x [n,c,h,w] (the previous layer's ReLU output: about half exact zeros) and a NaN-poisoned
     dx shaped like x. Reproducible for a given seed."""
-    from ..recipes.conv_backward import make_tensors
+    from helpers.recipes.conv_backward import make_tensors
 
     t = make_tensors(**DGRAD_SHAPE, dtype=dtype, seed=seed, device=device)
     return {name: t[name] for name in ("dy", "w", "x", "dx")}
@@ -176,8 +176,8 @@ def _check_fused(answer, names: tuple, references, fix: str, *, out: str = "y", 
     with ``kinds``), then count one call's kernels on a fresh poisoned output (GPU only)."""
     import torch
 
-    from ..checking import poison_
-    from ..timing.kernels import kernels_launched
+    from helpers.checking import poison_
+    from helpers.timing.kernels import kernels_launched
     from .provenance import tracing
 
     device, dtype = grading_setup()   # needs a GPU unless grading on the CPU: one line if there is none
@@ -218,3 +218,59 @@ def check_dgrad_drelu(answer) -> str:
     return _check_fused(answer, ("dy", "w", "x", "dx"), dgrad_drelu_references,
                         "put the ReLU backward in the dgrad graph (graph.relu_backward(dgrad, x)), not a second one",
                         out="dx", kinds=("CONV_DGRAD",), make=dgrad_tensors, grader=grade_dx)
+
+
+# ---- reference solutions: H.grade_solution grades these; the hand-out (tools/student.py) cuts the file here
+import torch
+
+import helpers as H
+
+NHWC = torch.channels_last
+FP32_INSIDE = dict(intermediate_data_type=torch.float32, compute_data_type=torch.float32)
+
+
+def _new_graph(dtype):
+    """An empty graph: ``dtype`` in memory, fp32 for the math and for the virtual tensors between ops."""
+    return H.load_cudnn().pygraph(io_data_type=dtype, handle=H.get_handle(), **FP32_INSIDE)
+
+
+def _conv3x3(g, named, x, w):
+    """The convolution node: x and w become graph inputs, its output stays virtual."""
+    image, weight = named.input("x", x, layout=NHWC), named.input("w", w, layout=NHWC)
+    return g.conv_fprop(image, weight, padding=[1, 1], stride=[1, 1], dilation=[1, 1], name="conv")
+
+
+def _build_and_run(g, named):
+    H.build(g)
+    g.execute(named.pack(), H.workspace_for(g), handle=H.get_handle())
+
+
+def residual_block(x, w, b, r, y):
+    """y = relu(conv(x, w) + b + r): the residual is one more graph input, added before the ReLU."""
+    g = _new_graph(x.dtype)
+    named = H.GraphIO(g, dtype=x.dtype)
+    with_bias = g.bias(_conv3x3(g, named, x, w), named.input("b", b, layout=NHWC), name="bias")
+    with_residual = g.add(with_bias, named.input("r", r, layout=NHWC), name="residual")
+    named.output("y", g.relu(with_residual, name="relu"), y)
+    _build_and_run(g, named)
+
+
+def folded_bn(x, w, scale, shift, y):
+    """y = relu(conv(x, w) * scale + shift): batch norm's per-channel affine map in the epilogue."""
+    g = _new_graph(x.dtype)
+    named = H.GraphIO(g, dtype=x.dtype)
+    scaled = g.scale(_conv3x3(g, named, x, w), named.input("scale", scale, layout=NHWC), name="scale")
+    shifted = g.bias(scaled, named.input("shift", shift, layout=NHWC), name="shift")
+    named.output("y", g.relu(shifted, name="relu"), y)
+    _build_and_run(g, named)
+
+
+def dgrad_drelu(dy, w, x, dx):
+    """dx = relu_backward(conv_dgrad(dy, w), x): the convolution's data gradient, masked in its epilogue by the
+    ReLU that produced x (the gradient passes where x > 0). conv_dgrad takes w as the forward used it."""
+    g = _new_graph(dy.dtype)
+    named = H.GraphIO(g, dtype=dy.dtype)
+    dgrad = g.conv_dgrad(named.input("dy", dy, layout=NHWC), named.input("w", w, layout=NHWC),
+                         padding=[1, 1], stride=[1, 1], dilation=[1, 1], name="dgrad")
+    named.output("dx", g.relu_backward(dgrad, named.input("x", x, layout=NHWC), name="drelu"), dx)
+    _build_and_run(g, named)

@@ -27,7 +27,7 @@ from . import Wrong
 
 def graph_classes() -> tuple:
     """The graph classes ``recording`` watches by default: ``cudnn.pygraph`` (tests pass stand-ins)."""
-    from ..libcudnn import load_cudnn
+    from helpers.libcudnn import load_cudnn
 
     return (load_cudnn(need_gpu=False).pygraph,)
 

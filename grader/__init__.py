@@ -1,32 +1,30 @@
-"""Exercises a learner does: a skeleton to fill in, and a checker that grades it in one line.
+"""The grader: checkers that grade a learner's exercise in one line, and the reference solutions they must accept.
 
-In a notebook::
+The notebooks reach it through two names of the toolbox, ``H.exercise`` and ``H.grade_solution``::
 
     def residual_block(x, w, b, r, y):      # the learner's cell: a skeleton with ... where the work goes
         ...
-    H.exercise("02.residual", residual_block)
+    H.exercise("02.residual_block", residual_block)
 
 prints one line and returns a ``Verdict`` (which a notebook does not display again as the cell's value):
 
-    ✓ 02.residual: correct — one kernel, rel err 1.7e-03
-    ✗ 02.residual: the output is correct but it launched 3 kernels; the point is one
-    … 02.residual: not done yet — replace the ... in residual_block
+    ✓ 02.residual_block: correct — one kernel, rel err 1.7e-03
+    ✗ 02.residual_block: the output is correct but it launched 3 kernels; the point is one
+    … 02.residual_block: not done yet — replace the ... in residual_block
 
-A checker is a function registered with ``@checker("NN.name")`` in ``helpers/exercises/nbNN.py``; it
-calls the learner's answer on its own inputs, compares with a PyTorch reference, returns a short
-success message, and raises ``Wrong("one line")`` for a wrong answer. Where the task is to compute with cuDNN,
-it also traces where each graded output came from (``provenance.tracing``: every cuDNN graph execute, torch
-operator and CUDA-graph replay while the answer runs) and requires that a cuDNN graph with the exercise's
-operations wrote it from the exercise's own inputs, with no torch compute on the way, plus whatever the point of
-the exercise needs (one graph, a pass-by-value scalar, the plans timed, nothing rebuilt). Reference solutions live in
-``helpers/exercises/solutions/NN_*.py``; ``helpers.exercises.solution("NN.name")`` loads one, so a stored notebook can prove
-that its checkers accept a correct answer (``tools/student.py`` leaves them out of the student copy).
+An exercise is three things: its checker, registered with ``@checker("NN.name")`` in ``grader/nbNN.py``; its
+reference solution, the function named after the exercise at the end of the same module, below ``SOLUTIONS_MARK``
+(the hand-out cuts the file there); and its wrong answers, in ``tests/test_exercises_nbNN.py``. A checker calls the
+answer on its own inputs, compares with a PyTorch reference, returns a short success message, and raises
+``Wrong("one line")`` for a wrong answer. Where the task is to compute with cuDNN, it also traces where each graded
+output came from (``provenance.tracing``) and requires that a cuDNN graph with the exercise's operations wrote it
+from the exercise's own inputs, with no torch compute on the way, plus whatever the point of the exercise needs.
+Every reach into the frontend's or torch's private parts is in ``grader/internals.py``.
 """
 from __future__ import annotations
 
 import ast
 import importlib
-import importlib.util
 import inspect
 import textwrap
 import traceback
@@ -36,9 +34,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from ..errors import CourseError, FeatureUnavailable, NoGPUError, first_line
+from helpers.errors import CourseError, FeatureUnavailable, NoGPUError, first_line
 
-SOLUTIONS_DIR = Path(__file__).resolve().parent / "solutions"   # inside the package: found installed and in a checkout
 _CHECKERS: dict[str, Callable] = {}
 _NEEDS: dict[str, tuple] = {}
 _DEVICE = ["cuda"]
@@ -65,7 +62,7 @@ def grading_setup():
     GPU), or, inside ``grading_on("cpu")``, the CPU in float32."""
     import torch
 
-    from ..device import require_gpu, working_dtype
+    from helpers.device import require_gpu, working_dtype
 
     if grading_device() == "cpu":
         return "cpu", torch.float32
@@ -107,7 +104,7 @@ class Verdict:
 def agrees(out, ref, tol: float):
     """``H.check`` of ``out`` against ``ref`` at tolerance ``tol``, by norm and element-wise, without printing or
     raising: the ``CheckResult`` (``.ok``, ``.rel_err``)."""
-    from ..checking import check
+    from helpers.checking import check
 
     return check("", out, ref, tol=tol, quiet=True, raise_on_fail=False)
 
@@ -122,7 +119,7 @@ def grade_output(out, right, wrong: dict, *, name: str = "y", what: str | None =
     subject of the last two (e.g. "the output")."""
     import torch
 
-    from ..checking import check
+    from helpers.checking import check
 
     what = what or name
     if tuple(out.shape) != tuple(right.shape):
@@ -151,7 +148,7 @@ def checker(key: str, needs: tuple = ()) -> Callable:
     feature gates (``helpers.features.FEATURES``) the exercise needs: where one is missing, the verdict is
     "skipped" with the gate's reason, and the checker is not called."""
     _split(key)
-    from ..features import FEATURES
+    from helpers.features import FEATURES
 
     unknown = set(needs) - set(FEATURES)
     if unknown:
@@ -173,7 +170,7 @@ def needs(key: str) -> tuple:
 
 def _missing_feature(key: str) -> str | None:
     """``'feature: reason'`` for the first gate of ``key`` this machine fails, or None."""
-    from ..features import missing_feature
+    from helpers.features import missing_feature
 
     return missing_feature(_NEEDS.get(key, ()))
 
@@ -269,7 +266,8 @@ def raised(answer, exc: BaseException) -> str:
     learner's code was when it did, or, when it rose in the checker itself (what the answer returned could not be
     used), the checker's one line."""
     codes = _code_objects(answer)
-    files = {c.co_filename for c in codes}
+    grader = Path(__file__).resolve().parent   # a reference solution's file holds checkers too: only its own code
+    files = {c.co_filename for c in codes if Path(c.co_filename).resolve().parent != grader}
     learner = None
     for frame, line in traceback.walk_tb(exc.__traceback__):
         if frame.f_code in codes or frame.f_code.co_filename in files:
@@ -289,21 +287,19 @@ def grade_solution(key: str) -> Verdict:
     return verdict
 
 
-def solution_file(notebook: str) -> Path:
-    """``helpers/exercises/solutions/NN_*.py`` for notebook ``NN``."""
-    matches = sorted(SOLUTIONS_DIR.glob(f"{notebook}_*.py"))
-    if not matches:
-        raise CourseError(f"no solutions file for notebook {notebook} in {SOLUTIONS_DIR.name}/")
-    return matches[0]
+SOLUTIONS_MARK = "# ---- reference solutions"   # a checker module's reference solutions follow this line
 
 
 def solution(key: str) -> Any:
-    """The reference answer to exercise ``key``: the object named after the exercise in its solutions file."""
+    """The reference answer to exercise ``key``: the function named after the exercise in ``grader/nbNN.py``, below
+    ``SOLUTIONS_MARK``."""
     notebook, name = _split(key)
-    path = solution_file(notebook)
-    spec = importlib.util.spec_from_file_location(f"course_solutions_{notebook}", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    if not hasattr(module, name):
-        raise CourseError(f"{path.name} has no {name!r} (the solution to {key})")
+    try:
+        module = importlib.import_module(f"{__name__}.nb{notebook}")
+    except ModuleNotFoundError:
+        raise CourseError(f"no checker module grader/nb{notebook}.py for exercise {key!r}") from None
+    source = Path(module.__file__).read_text()
+    if SOLUTIONS_MARK not in source or f"\ndef {name}(" not in source[source.index(SOLUTIONS_MARK):]:
+        raise CourseError(f"grader/nb{notebook}.py has no reference solution {name!r} below its "
+                          f"{SOLUTIONS_MARK!r} line (the hand-out has none)")
     return getattr(module, name)

@@ -18,10 +18,10 @@ from types import SimpleNamespace
 
 import torch
 
-from ..checking import check, poison_
-from ..cuda_runtime import cuda_call, cudart as cuda_runtime
-from ..device import require_gpu
-from ..libcudnn import load_cudnn
+from helpers.checking import check, poison_
+from helpers.cuda_runtime import cuda_call, cudart as cuda_runtime
+from helpers.device import require_gpu
+from helpers.libcudnn import load_cudnn
 from . import NotDone, Wrong, checker
 
 TOKENS, HIDDEN, WIDE = 16, 64, 128      # the two-graph MLP: x [1,16,64] -> h [1,16,128] -> y [1,16,64]
@@ -55,9 +55,9 @@ def make_mlp(seed: int = 0) -> SimpleNamespace:
     """Two built cuDNN graphs on one raw handle (bound to no stream yet), their variant packs, a workspace
     both can use, and the static buffers x -> h -> y the packs point at."""
     require_gpu()
-    from ..device import working_dtype
-    from ..graphs import build
-    from ..recipes import matmul_bias_act
+    from helpers.device import working_dtype
+    from helpers.graphs import build
+    from helpers.recipes import matmul_bias_act
 
     dtype = working_dtype()
     gen = torch.Generator(device="cuda").manual_seed(seed)
@@ -333,11 +333,11 @@ def make_native_layer(seed: int = 3) -> SimpleNamespace:
     graph and instantiated."""
     require_gpu()
     cudnn = load_cudnn()
-    from ..device import working_dtype
-    from ..features import gate
-    from ..graphs import build, workspace_for
-    from ..handles import get_handle
-    from ..recipes import matmul_bias_act
+    from helpers.device import working_dtype
+    from helpers.features import gate
+    from helpers.graphs import build, workspace_for
+    from helpers.handles import get_handle
+    from helpers.recipes import matmul_bias_act
 
     gate("native_cuda_graph").require()
     cudart = cuda_runtime()
@@ -406,3 +406,57 @@ def check_swap_weights(swap_weights):
     finally:
         cudart.cudaGraphExecDestroy(returned)   # the answer's executable graph (the layer's, or a new one)
         cudart.cudaGraphDestroy(cuda_graph)
+
+
+# ---- reference solutions: H.grade_solution grades these; the hand-out (tools/student.py) cuts the file here
+import torch
+
+import helpers as H
+
+
+def capture_two(mlp):
+    """mlp.up (x -> h), then mlp.down (h -> y), recorded into one torch.cuda.CUDAGraph."""
+    cudnn = H.load_cudnn()
+
+    def up_then_down():
+        mlp.up.execute(mlp.up_pack, mlp.workspace, handle=mlp.handle)
+        mlp.down.execute(mlp.down_pack, mlp.workspace, handle=mlp.handle)
+
+    warmup_stream = torch.cuda.Stream()
+    warmup_stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(warmup_stream):              # one-time work stays out of the graph
+        cudnn.set_stream(mlp.handle, warmup_stream.cuda_stream)
+        for _ in range(2):
+            up_then_down()
+    torch.cuda.current_stream().wait_stream(warmup_stream)
+
+    both = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(both):
+        capture_stream = torch.cuda.current_stream()    # torch's capture stream, inside the block
+        cudnn.set_stream(mlp.handle, capture_stream.cuda_stream)
+        up_then_down()
+    return both
+
+
+def serve(mlp, cuda_graph, requests):
+    """Each request through the captured graph; every result copied out before the next replay."""
+    results = []
+    for new_input in requests:
+        mlp.x.copy_(new_input)            # into the address the graph reads
+        cuda_graph.replay()
+        results.append(mlp.y.clone())     # out of the address the next replay overwrites
+    return results
+
+
+def swap_weights(layer, w_new):
+    """layer.cuda_graph repointed at w_new (update_cuda_graph), pushed into layer.graph_exec."""
+    from cuda.bindings import runtime as cudart
+
+    pointers = {uid: buffer.data_ptr() for uid, buffer in layer.io.pack(w=w_new).items()}
+    layer.graph.update_cuda_graph(layer.handle, pointers, layer.workspace.data_ptr(), int(layer.cuda_graph))
+    status, _ = cudart.cudaGraphExecUpdate(layer.graph_exec, layer.cuda_graph)
+    if status == cudart.cudaError_t.cudaSuccess:
+        return layer.graph_exec
+    # the driver refused the in-place update: instantiate the updated graph afresh
+    H.cuda_call(cudart.cudaGraphExecDestroy(layer.graph_exec))
+    return H.cuda_call(cudart.cudaGraphInstantiate(layer.cuda_graph, 0))   # raises, naming the error, if refused

@@ -467,7 +467,7 @@ def _cuda_graph_classes() -> tuple:
 
 
 def _kernel_cache_classes() -> tuple:
-    from ..libcudnn import load_cudnn
+    from helpers.libcudnn import load_cudnn
 
     cudnn = load_cudnn(need_gpu=False)
     module = getattr(cudnn, "_pybind_module", None) or getattr(cudnn, "_compiled_module", None)
