@@ -158,13 +158,28 @@ def test_a_bars_met_says_nothing_of_who_is_quicker_so_it_backs_no_speed_word():
 def test_a_reviewed_reason_is_shown_next_to_its_entry_and_a_stale_one_is_named():
     from tools.claims import comparatives, stale_reviews, unbacked
 
-    reviewed = {("04", "md1", "negligible"): "one max per tile against a GEMM's K-loop on any GPU",
-                ("04", "md9", "faster"): "the cell is gone"}
+    reviewed = {("04", "negligible", "AMAX is negligible"): "one max per tile against a GEMM's K-loop on any GPU",
+                ("04", "faster", "the sentence is gone"): "it said something else"}
     entries = comparatives(_notebook("AMAX is negligible.", ""), "04", reviewed=reviewed)
     (entry,) = unbacked(entries)
-    assert entry.reason == reviewed[("04", "md1", "negligible")]
+    assert entry.reason == reviewed[("04", "negligible", "AMAX is negligible")]
     assert str(entry).endswith("[reviewed: one max per tile against a GEMM's K-loop on any GPU]")
-    assert stale_reviews(entries, reviewed) == [("04", "md9", "faster")]
+    assert stale_reviews(entries, reviewed) == [("04", "faster", "the sentence is gone")]
+
+
+def test_a_review_follows_its_sentence_into_another_cell_and_goes_stale_when_the_sentence_changes():
+    from nbformat.v4 import new_markdown_cell
+    from tools.claims import comparatives, stale_reviews
+
+    reviewed = {("04", "negligible", "AMAX is negligible"): "one max per tile"}
+    nb = _notebook("Intro.\n\nAMAX is negligible here.", "")
+    first, second = nb.cells[0].source.split("\n\n")
+    nb.cells[:1] = [new_markdown_cell(first, id="md1"), new_markdown_cell(second, id="md2")]   # the cell split
+    (entry,) = comparatives(nb, "04", reviewed=reviewed)
+    assert (entry.cell, entry.reason) == ("md2", "one max per tile") and stale_reviews([entry], reviewed) == []
+    nb.cells[1].source = "AMAX costs almost nothing, and it is negligible."
+    entries = comparatives(nb, "04", reviewed=reviewed)
+    assert all(not e.reason for e in entries) and stale_reviews(entries, reviewed) == list(reviewed)
 
 
 def test_the_reviewed_reasons_match_comparatives_in_the_notebooks():

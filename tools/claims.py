@@ -25,6 +25,7 @@ Two further checks (issue 25):
 """
 from __future__ import annotations
 
+import dataclasses
 import re
 import sys
 from dataclasses import dataclass
@@ -304,12 +305,14 @@ class Comparative:
     backed_by: str = ""    # "cell <id>: <the printed line>" where an output backs it
     reason: str = ""       # a reviewer's reason that it holds on every run (tools/claims_reviewed.py)
 
-    @property
-    def key(self) -> tuple[str, str, str]:
-        return self.notebook, self.cell, self.word
+    def reviewed_by(self, key: tuple[str, str, str]) -> bool:
+        """Whether the review ``(notebook, word, quote)`` is about this entry: same notebook and word, and the quote
+        stands in its sentence (wherever the sentence's cell is: a split or merged cell keeps its reviews)."""
+        notebook, word, quote = key
+        return (notebook, word) == (self.notebook, self.word) and quote in self.sentence
 
     def __str__(self) -> str:
-        line = f"{self.notebook} {self.cell}  {self.word}  | {self.sentence}"
+        line = f"{self.notebook} {self.cell}  {self.word}  | {self.sentence[:220]}"
         if self.backed_by:
             line += f"  [backed: {self.backed_by}]"
         if self.reason:
@@ -330,7 +333,7 @@ def backing(cells, index: int, word: str) -> str:
 
 
 def reviewed_reasons() -> dict[tuple[str, str, str], str]:
-    """A reviewer's reasons, (notebook, cell id, word) -> why the entry holds on every run."""
+    """A reviewer's reasons, (notebook, word, a quote from the sentence) -> why the entry holds on every run."""
     from .claims_reviewed import REVIEWED
 
     return dict(REVIEWED)
@@ -349,8 +352,9 @@ def comparatives(nb_or_path, name: str = "", reviewed: dict | None = None) -> li
         for sentence in _sentences(_prose(cell.source)):
             for word, pattern in WORD_PATTERNS.items():
                 for _ in pattern.finditer(sentence):
-                    found.append(Comparative(name, _cell_id(cell), word, sentence[:220], backing(nb.cells, index, word),
-                                             reviewed.get((name, _cell_id(cell), word), "")))
+                    entry = Comparative(name, _cell_id(cell), word, sentence, backing(nb.cells, index, word))
+                    reason = next((r for key, r in reviewed.items() if entry.reviewed_by(key)), "")
+                    found.append(dataclasses.replace(entry, reason=reason))
     return found
 
 
@@ -360,9 +364,8 @@ def unbacked(entries: list[Comparative]) -> list[Comparative]:
 
 
 def stale_reviews(entries: list[Comparative], reviewed: dict) -> list[tuple[str, str, str]]:
-    """Reviewed keys that match no entry any more (the prose or the cell changed): review them again."""
-    keys = {e.key for e in entries}
-    return [k for k in reviewed if k not in keys]
+    """Reviewed keys that match no entry any more (the sentence changed): review them again."""
+    return [k for k in reviewed if not any(e.reviewed_by(k) for e in entries)]
 
 
 def main(argv=None) -> int:
