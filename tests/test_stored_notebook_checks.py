@@ -442,7 +442,8 @@ def test_tools_execute_records_the_output_hashes_and_the_prose_in_the_stamp(tmp_
     monkeypatch.setattr(device, "versions", lambda: {"torch": "2.13.0"})
     nb = new_notebook(cells=[
         new_markdown_cell("A step took 0.08 ms on the H200.", id="md"),
-        new_code_cell('print("PASS case: rel err 1.2e-03 (tol 2e-02, bfloat16)")', id="checked"),
+        new_code_cell('from helpers.paths import tidy_paths\n'
+                      'print("PASS case: rel err 1.2e-03 (tol 2e-02, bfloat16)")', id="checked"),
         new_code_cell('print("12.3 ms")', id="timed", metadata={"tags": ["nbval-ignore-output"]})])
     nb.metadata[N.META_KEY] = {"requires": {"gpu": False}}
     nbformat.write(nb, tmp_path / "09_cpu.ipynb")
@@ -452,8 +453,49 @@ def test_tools_execute_records_the_output_hashes_and_the_prose_in_the_stamp(tmp_
     entry = N.stamp(ran)
     assert set(entry["outputs_sha256"]) == {"checked"} and entry["prose_claims"] == {"md": ["0.08 ms"]}
     assert set(entry["stored_outputs_sha256"]) == {"checked", "timed"}
+    assert {"helpers/__init__.py", "helpers/paths.py"} <= set(entry["code_files_sha256"])      # what it imported
+    assert all(f.split("/")[0] in N.COURSE_CODE for f in entry["code_files_sha256"])
+    assert HY.code_file_problems({name: ran}) == [] and HY.unrecorded({name: ran}) == []
     assert HY.output_problems(ran, name) == []
     for cell_id, text in (("checked", "FAIL case: rel err 1.2e-03 (tol 2e-02, bfloat16)\n"), ("timed", "1.3 ms\n")):
         edited = copy.deepcopy(ran)
         _cell(edited, cell_id).outputs[0].text = text
         assert len(HY.output_problems(edited, name)) == 1
+
+
+# ------------------------------------------------------------------ the course's code each run used
+def test_a_files_hash_follows_its_code_not_its_comments_or_docstrings(tmp_path):
+    module = tmp_path / "m.py"
+    module.write_text('"""A module."""\n\ndef f(x):\n    """Double."""\n    return 2 * x  # twice\n')
+    before = N.file_hash(module)
+    module.write_text('"""A module, said better."""\n\ndef f(x):\n    return 2 * x\n')
+    assert N.file_hash(module) == before
+    module.write_text('"""A module."""\n\ndef f(x):\n    """Double."""\n    return 3 * x  # twice\n')
+    assert N.file_hash(module) != before
+    data = tmp_path / "op.cpp"
+    data.write_text("int f();\n")
+    first = N.file_hash(data)
+    data.write_text("int f(); // a comment\n")
+    assert N.file_hash(data) != first                          # not Python: every byte counts
+
+
+def test_a_course_file_changed_after_a_run_names_every_notebook_that_used_it(tmp_path):
+    root = tmp_path / "course"
+    (root / "helpers" / "recipes").mkdir(parents=True)
+    for rel in ("helpers/paths.py", "helpers/recipes/sdpa.py"):
+        (root / rel).write_text((ROOT / rel).read_text())
+    used = {"05_sdpa_attention.ipynb": ["helpers/paths.py", "helpers/recipes/sdpa.py"],
+            "06_plan_serialization.ipynb": ["helpers/recipes/sdpa.py"], "07_x.ipynb": ["helpers/paths.py"]}
+    stored = {name: _stamped([]) for name in used}
+    for name, files in used.items():
+        stored[name].metadata[N.META_KEY]["execution"]["code_files_sha256"] = N.code_files_hashes(files, root)
+    assert HY.code_file_problems(stored, root) == []
+    sdpa = root / "helpers" / "recipes" / "sdpa.py"
+    sdpa.write_text(sdpa.read_text() + "\nEXTRA = 1\n")
+    (problem,) = HY.code_file_problems(stored, root)
+    assert problem == ("helpers/recipes/sdpa.py changed since the GPU run of 05_sdpa_attention.ipynb, "
+                       "06_plan_serialization.ipynb, which used it: re-execute them on a GPU (python -m tools.execute "
+                       "notebooks/05_sdpa_attention.ipynb notebooks/06_plan_serialization.ipynb)")
+    (root / "helpers" / "paths.py").unlink()
+    assert HY.code_file_problems(stored, root)[0].startswith("helpers/paths.py is gone since the GPU run of 05_")
+    assert HY.unrecorded({"08_x.ipynb": _stamped([])}) == ["08_x.ipynb"]

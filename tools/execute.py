@@ -31,6 +31,18 @@ PEAK_MEMORY_CELL = ("import json as _json, torch as _torch\n"
                     "'reserved': _torch.cuda.max_memory_reserved()}))")
 
 
+# Appended after it, read back and removed: the files of the course the kernel ran (every imported module, and every
+# file a module names in a module-level Path, as 08's op names its .cpp), for the stamp's ``code_files_sha256``.
+RAN_FILES_CELL = ("import json as _json, pathlib as _pathlib, sys as _sys\n"
+                  "_ran = set()\n"
+                  "for _module in list(_sys.modules.values()):\n"
+                  "    if getattr(_module, '__file__', None):\n"
+                  "        _ran.add(_module.__file__)\n"
+                  "        _ran.update(str(_v) for _v in vars(_module).values()\n"
+                  "                    if isinstance(_v, _pathlib.PurePath) and _pathlib.Path(_v).is_file())\n"
+                  "print(_json.dumps(sorted(_ran)))")
+
+
 def kernel_env() -> dict:
     """The environment a notebook kernel starts with: the caller's, with the inline matplotlib backend,
     Jupyter's current folder layout (no migration warning) and debugpy's start-up check off."""
@@ -78,6 +90,25 @@ def _peak_memory_gib(cell) -> dict | None:
     return None
 
 
+def _ran_files(cell) -> list[str] | None:
+    """The course's files (``notebooks.COURSE_CODE``) among those ``RAN_FILES_CELL`` printed, relative to the
+    checkout (None if it did not run)."""
+    import json
+
+    from .notebooks import COURSE_CODE
+
+    for out in cell.get("outputs", []):
+        if out.get("output_type") == "stream" and out.get("name") == "stdout":
+            try:
+                files = json.loads(out["text"].strip().splitlines()[-1])
+            except (ValueError, IndexError):
+                return None
+            ran = {Path(f).resolve() for f in files}
+            return sorted(str(f.relative_to(ROOT)) for f in ran
+                          if f.is_relative_to(ROOT) and f.relative_to(ROOT).parts[0] in COURSE_CODE)
+    return None
+
+
 def inject_core_switch(nb) -> None:
     """Set ``DEEP_DIVES = False`` in a cell right after the parameters cell (as papermill injects parameters)."""
     import nbformat
@@ -111,6 +142,7 @@ def execute_one(path: str, output_dir: str | None, timeout: int, allow_errors: b
     if core:
         inject_core_switch(nb)
     nb.cells.append(nbformat.v4.new_code_cell(PEAK_MEMORY_CELL))
+    nb.cells.append(nbformat.v4.new_code_cell(RAN_FILES_CELL))
     client = NotebookClient(nb, km=_kernel_manager(), timeout=timeout, allow_errors=allow_errors,
                             resources={"metadata": {"path": str(path.parent)}}, log=logger)
     t0 = time.perf_counter()
@@ -124,6 +156,7 @@ def execute_one(path: str, output_dir: str | None, timeout: int, allow_errors: b
         for w in caught:
             logger.warning("%s: %s", w.category.__name__, w.message)
     runtime = time.perf_counter() - t0
+    ran_files = _ran_files(nb.cells.pop())
     peak = _peak_memory_gib(nb.cells.pop())
     errors = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []) if o.get("output_type") == "error"]
     if status == "ok" and errors:
@@ -131,7 +164,7 @@ def execute_one(path: str, output_dir: str | None, timeout: int, allow_errors: b
     if status != "ok":
         status += f"  [kernel log: {log_path.relative_to(ROOT)}]"
     elif not core:  # a core run proves the core runs alone; the stored notebook is the full run
-        write_stamp(nb, runtime_s=runtime, peak_memory_gib=peak, prose_claims=prose_record(nb))
+        write_stamp(nb, runtime_s=runtime, peak_memory_gib=peak, prose_claims=prose_record(nb), ran_files=ran_files)
     target = Path(output_dir) / path.name if output_dir else path
     target.parent.mkdir(parents=True, exist_ok=True)
     nbformat.write(nb, target)

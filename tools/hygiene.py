@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import re
 
-from .notebooks import cell_source, output_hashes, stamp, stored_output_hashes
+from .notebooks import ROOT, cell_source, file_hash, output_hashes, stamp, stored_output_hashes
 
 
 def output_texts(cell) -> list[str]:
@@ -88,3 +88,26 @@ def output_problems(nb, name: str) -> list[str]:
             problems.append(f"{where.get(key, f'{name} cell id {key}')}: its GPU run recorded compared outputs, but "
                             f"nbval no longer compares this cell (or it is gone): {rerun}")
     return problems
+
+
+def code_file_problems(stored: dict, root=ROOT) -> list[str]:
+    """One line per course file (``helpers/``, ``grader/``) that changed since a notebook's GPU run used it, naming
+    the notebooks to re-execute; ``stored``: notebook name -> notebook. Stamps written before ``tools.execute``
+    recorded them (no ``code_files_sha256``) are not judged here: ``unrecorded`` lists them."""
+    from pathlib import Path
+
+    stale: dict[str, list[str]] = {}
+    for name, nb in stored.items():
+        for path, recorded in ((stamp(nb) or {}).get("code_files_sha256") or {}).items():
+            now = file_hash(Path(root) / path) if (Path(root) / path).is_file() else None
+            if now != recorded:
+                stale.setdefault(path, []).append(name)
+    return [f"{path} {'is gone' if not (Path(root) / path).is_file() else 'changed'} since the GPU run of "
+            f"{', '.join(names)}, which used it: re-execute "
+            f"{'it' if len(names) == 1 else 'them'} on a GPU (python -m tools.execute "
+            f"{' '.join(f'notebooks/{n}' for n in names)})" for path, names in sorted(stale.items())]
+
+
+def unrecorded(stored: dict) -> list[str]:
+    """The notebooks whose stamp does not record the course files their run used."""
+    return [name for name, nb in stored.items() if (stamp(nb) or {}).get("code_files_sha256") is None]

@@ -181,17 +181,45 @@ def stored_output_hashes(nb) -> dict[str, str]:
             .hexdigest() for index, cell in enumerate(nb["cells"]) if cell["cell_type"] == "code"}
 
 
+# ---------------------------------------------------------------- the course's code a run used, and its hash
+COURSE_CODE = ("helpers", "grader")   # the packages whose files a notebook's stamp hashes when its run used them
+
+
+def file_hash(path: Path) -> str:
+    """sha256 of what a course file does: a Python module's syntax tree without its docstrings (editing a comment or
+    a docstring calls for no GPU run), any other file's bytes."""
+    import ast
+
+    data = Path(path).read_bytes()
+    if Path(path).suffix != ".py":
+        return hashlib.sha256(data).hexdigest()
+    tree = ast.parse(data)
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if isinstance(body, list) and body and isinstance(body[0], ast.Expr) \
+                and isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, str):
+            node.body = body[1:] or [ast.Pass()]
+    return hashlib.sha256(ast.dump(tree).encode()).hexdigest()
+
+
+def code_files_hashes(files, root: Path = ROOT) -> dict[str, str]:
+    """``{path: file_hash}`` for the course files a run used (paths relative to ``root``)."""
+    return {f: file_hash(Path(root) / f) for f in sorted(files)}
+
+
 def stamp(nb) -> dict | None:
     return nb.get("metadata", {}).get(META_KEY, {}).get("execution")
 
 
 def write_stamp(nb, *, runtime_s: float, peak_memory_gib: dict | None = None,
-                prose_claims: dict | None = None) -> dict:
+                prose_claims: dict | None = None, ran_files: list | None = None) -> dict:
     """Record where, when and on what code the notebook was executed, the kernel's peak GPU memory
     (torch's allocator: ``allocated`` by tensors, ``reserved`` from the driver; worker processes not counted),
     the hash of every compared cell's outputs (``output_hashes``) and of every code cell's stored outputs
     (``stored_output_hashes``; ``tools.hygiene.output_problems`` checks both), the numbers its prose stated then
-    (``prose_claims``, from ``tools.claims.prose_record``), and the time its core cells took (``core_runtime_s``)."""
+    (``prose_claims``, from ``tools.claims.prose_record``), the time its core cells took (``core_runtime_s``), and the
+    course files the run used with their hashes (``code_files_sha256``, from ``ran_files``; ``tools.hygiene``'s
+    ``code_file_problems`` checks them)."""
     import datetime as _dt
 
     from helpers.device import device_info, versions
@@ -215,6 +243,7 @@ def write_stamp(nb, *, runtime_s: float, peak_memory_gib: dict | None = None,
         "outputs_sha256": output_hashes(nb),
         "stored_outputs_sha256": stored_output_hashes(nb),
         "prose_claims": prose_claims,
+        "code_files_sha256": None if ran_files is None else code_files_hashes(ran_files),
     }
     nb.setdefault("metadata", {}).setdefault(META_KEY, {})["execution"] = entry
     return entry
