@@ -71,6 +71,13 @@ $(error $(VENV) was built with $(foreach s,$(MISMATCH),$(s)=$(RECORDED_$(s))), t
 endif
 endif
 
+# make run executes the notebooks on an NVIDIA GPU: without a driver it says so in one line, before installing anything.
+ifneq ($(filter run,$(GOALS)),)
+ifeq ($(NVIDIA_DRIVER),0)
+$(error No NVIDIA driver found: 'make run' executes the notebooks on an NVIDIA GPU, so it installs nothing here; read them with their stored outputs on the course website or in Colab (README), or run the CPU checks with 'make test' (NVIDIA_DRIVER=1 overrides))
+endif
+endif
+
 OFFLINE    := $(if $(wildcard $(WHEELHOUSE)/*.whl),--no-index --find-links $(WHEELHOUSE),)
 VENV_FLAGS := $(if $(filter 1,$(SYSTEM_TORCH)),--system-site-packages,)
 # Which torch, decided (and said, or stopped at, in one line) before anything is installed: tools/torch_build.py.
