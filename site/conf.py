@@ -6,7 +6,7 @@ project = "cuDNN Frontend, hands on"
 author = "the course's authors"
 copyright = "the course's authors, Apache-2.0"
 
-extensions = ["myst_nb", "tools.site"]
+extensions = ["myst_nb", "sphinx.ext.githubpages", "tools.site"]
 exclude_patterns = ["_generated/*.md", "downloads/**", "**/.ipynb_checkpoints"]
 
 # MyST-NB: the stored outputs of the GPU run, as they are

@@ -740,6 +740,11 @@ def build(html_dir: Path = HTML, stage_dir: Path = STAGE, doctrees: Path = DOCTR
     return build_main((["-q"] if quiet else []) + args)
 
 
+def site_url() -> str:
+    """Where the website is published: the repository's GitHub Pages address (``.github/workflows/site.yml``)."""
+    return fork.pages_url(fork.repository())
+
+
 def size_mb(folder: Path) -> float:
     return sum(p.stat().st_size for p in Path(folder).rglob("*") if p.is_file()) / 1e6
 
