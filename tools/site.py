@@ -342,8 +342,8 @@ def header(nb, lesson: Lesson, page: str, terms: list[str]) -> str:
     """The generated block under a page's title: buttons, the run, the reading time, the terms, the other page."""
     up = "../" * page.count("/")
     actions = [f"[Open in Colab]({colab_url(nb)})",
-               f"{{download}}`Download the notebook <{up}{DOWNLOADS}/full/{lesson.stem}.ipynb>`",
-               f"{{download}}`Download the hand-out (no answers) <{up}{DOWNLOADS}/handout/{lesson.stem}.ipynb>`"]
+               f"{{download}}`Notebook (.ipynb) <{up}{DOWNLOADS}/full/{lesson.stem}.ipynb>`",
+               f"{{download}}`Hand-out, no answers (.ipynb) <{up}{DOWNLOADS}/handout/{lesson.stem}.ipynb>`"]
     lines = ["", ":::{container} course-actions", "\n".join(actions), ":::", "",
              ":::{container} course-run", run_line(stamp(nb)), ":::", ""]
     if page == lesson.core_doc:
@@ -351,10 +351,9 @@ def header(nb, lesson: Lesson, page: str, terms: list[str]) -> str:
                      + (f"; then its {{doc}}`deep dives </{lesson.deep_doc}>` "
                         f"(about {lesson.deep_minutes:.0f} min, each one optional)." if lesson.has_deep_dives else "."))
     else:
-        lines += [":::{admonition} Deep dives: optional, each one self-contained", ":class: course-deep-dives",
-                  f"Investigations beyond the core lesson of {{doc}}`{plain(lesson.title)} </{lesson.core_doc}>`, "
-                  f"about {lesson.deep_minutes:.0f} min to read. Each uses only the core's names and can be skipped: "
-                  "`DEEP_DIVES = False` in the parameters cell skips them all when you run the notebook.", ":::"]
+        lines += [":::{admonition} Deep dives: optional, beyond the core lesson", ":class: course-deep-dives",
+                  f"These follow the core lesson of {{doc}}`{plain(lesson.title)} </{lesson.core_doc}>` in the same "
+                  f"notebook: about {lesson.deep_minutes:.0f} min to read, each one skippable.", ":::"]
     if terms:
         lines += ["", f"Terms used here, defined in the {{doc}}`glossary </glossary>`: {term_links(terms)}"]
     return "\n".join(lines) + "\n"
@@ -627,9 +626,10 @@ def results_figures(rows: list[dict], out: Path, gpu: str) -> list[tuple[str, st
     rates = [(r["notebook"], r["metric"], float(r["value"]), r["unit"]) for r in rows if r["unit"] in RATE_UNITS]
     units = [u for u in RATE_UNITS if any(r[3] == u for r in rates)]
     if units:
-        fig, axes = plt.subplots(1, len(units), figsize=(5 * len(units), 0.3 * max(
-            sum(r[3] == u for r in rates) for u in units) + 1.4), squeeze=False)
-        for ax, unit in zip(axes[0], units):
+        heights = [sum(r[3] == u for r in rates) for u in units]
+        fig, axes = plt.subplots(len(units), 1, figsize=(8, 0.3 * sum(heights) + 1.2 * len(units)), squeeze=False,
+                                 gridspec_kw={"height_ratios": heights})
+        for ax, unit in zip(axes[:, 0], units):
             part = [r for r in rates if r[3] == unit]
             ys = range(len(part))
             ax.barh(ys, [r[2] for r in part], color="#76b900")
@@ -678,7 +678,8 @@ def results_page(lessons: list[Lesson], stage: Path, results_dir: Path = RESULTS
     by_number = {lesson.number: lesson for lesson in lessons}
     lines = ["# Results", "",
              "The headline numbers each notebook recorded (`H.record`) in its stored GPU run, one CSV per GPU under "
-             "`results/`: first a few figures, then every number, grouped by notebook. Generated from the CSVs.", ""]
+             "`results/`: first a few figures (select one to open it full size), then every number, grouped by notebook. "
+             "Generated from the CSVs.", ""]
     plots = stage / GENERATED / "plots"
     plots.mkdir(parents=True, exist_ok=True)
     for path in sorted(Path(results_dir).glob("*.csv")):
@@ -688,7 +689,7 @@ def results_page(lessons: list[Lesson], stage: Path, results_dir: Path = RESULTS
         gpu = rows[0]["gpu"]
         lines += [f"## {gpu}", "", f"From `results/{path.name}`: {len(rows)} numbers.", ""]
         for name, caption, alt in results_figures(rows, plots, gpu):
-            lines += [f"```{{figure}} {GENERATED}/plots/{name}", f":alt: {alt}", ":class: course-figure", "",
+            lines += [f"```{{figure}} {GENERATED}/plots/{name}", f":alt: {alt}", ":class: course-figure", ":width: 100%", "",
                       caption, "```", ""]
         for number in sorted({r["notebook"] for r in rows}):
             part = [r for r in rows if r["notebook"] == number]
