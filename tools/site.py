@@ -29,7 +29,6 @@ import html
 import io
 import json
 import re
-import shutil
 import sys
 import time
 from dataclasses import dataclass, field
@@ -91,7 +90,8 @@ def run_line(entry: dict | None) -> str:
         return "This notebook has no stamp: its outputs come from no recorded GPU run."
     minutes = lambda s: "—" if s is None else f"{s / 60:.1f} min"
     return (f"Outputs stored from a run on **{entry.get('gpu')}** (sm {entry.get('sm')}) with torch "
-            f"{entry.get('torch')}, cuDNN {entry.get('cudnn_backend')} and cuDNN frontend {entry.get('cudnn_frontend')}, "
+            f"{entry.get('torch')}, cuDNN {entry.get('cudnn_backend')} and cuDNN frontend "
+            f"{entry.get('cudnn_frontend')}, "
             f"on {str(entry.get('date', ''))[:10]}: the whole notebook ran in {minutes(entry.get('runtime_s'))}, "
             f"its core in {minutes(entry.get('core_runtime_s'))}.")
 
@@ -99,7 +99,7 @@ def run_line(entry: dict | None) -> str:
 def plain(markdown: str) -> str:
     """Inline markdown as plain text (for link texts and alt texts): no code ticks, emphasis or links."""
     text = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", markdown)
-    text = re.sub(r"[`*_]{1,2}(?=\S)|(?<=\S)[`*_]{1,2}", "", text)
+    text = re.sub(r"\*\*(.+?)\*\*|\*(\S.*?)\*", lambda m: m[1] or m[2], text).replace("`", "")
     return re.sub(r"[<>{}]", "", text).strip()
 
 
@@ -259,7 +259,7 @@ def leading_comment(source: str) -> str:
     return re.sub(r"^#\s*(Deep dive\s+[A-Z]\b\s*[:·-]?\s*)?", "", first).strip()
 
 
-def figure_alt(source: str, values: dict, number: int = 1, of: int = 1) -> str:
+def figure_alt(source: str, values: dict, of: int = 1) -> str:
     """Alt text for a figure a code cell stored: what the code says it shows (titles, then the axes), else the
     cell's leading comment."""
     texts = figure_texts(source, values)
@@ -270,9 +270,10 @@ def figure_alt(source: str, values: dict, number: int = 1, of: int = 1) -> str:
         parts.append(f"Plotted: {y} against {x}" if y and x else f"Plotted: {y}" if y else f"Horizontal axis: {x}")
     if comment and texts["title"]:
         parts.append(f"({comment})")
-    which = f" {number} of {of}" if of > 1 else ""
-    text = f"Figure{which}: " + ". ".join(p.rstrip(".") for p in parts) + "." if parts else ""
-    return text.replace('"', "'")
+    if not parts:
+        return ""
+    lead = "Figure" if of == 1 else f"One of {of} figures"
+    return f"{lead}: " + ". ".join(p.rstrip(".") for p in parts).replace('"', "'") + "."
 
 
 # ---------------------------------------------------------------- the glossary and the terms a page uses
@@ -388,10 +389,10 @@ def staged_cells(nb, cells: list, offset: int, lesson: Lesson, values_before) ->
             if "setup" in tags and "hide-input" not in tags:
                 tags.append("hide-input")          # the same guarded set-up in every notebook: folded
             images = sum("image/png" in o.get("data", {}) for o in cell.get("outputs", []))
-            if images:
-                values = values_before(i)
-                alts = [figure_alt(cell_source(cell), values, n, images) for n in range(1, images + 1)]
-                cell["metadata"].setdefault("mystnb", {})["image"] = {"alt": alts[0], "classes": "course-figure", "width": "100%"}
+            if images:   # MyST-NB takes image options per cell: one alt text for each figure the cell draws
+                alt = figure_alt(cell_source(cell), values_before(i), images)
+                cell["metadata"].setdefault("mystnb", {})["image"] = {"alt": alt, "classes": "course-figure",
+                                                                      "width": "100%"}
         out.append(cell)
     return out
 
@@ -573,15 +574,6 @@ def code_layout() -> str:
 
 
 # ---------------------------------------------------------------- results
-@dataclass
-class Result:
-    notebook: str
-    metric: str
-    value: float
-    text: str
-    unit: str
-
-
 def read_results(path: Path) -> list[dict]:
     with open(path, newline="") as f:
         return list(csv.DictReader(f))
@@ -669,8 +661,9 @@ def results_figures(rows: list[dict], out: Path, gpu: str) -> list[tuple[str, st
         plt.close(fig)
         alt = (f"Horizontal bars on a log scale, one per recorded ratio on the {gpu}, with a line at 1×: "
                + "; ".join(f"{n} {m}, {v:.2f}×" for n, m, v in ratios) + ".")
-        figures.append((name, "Every recorded ratio, as its name says it divides. Which side of 1× is better "
-                              "depends on the ratio: its name says what it compares, its lesson how it was timed.", alt))
+        caption = ("Every recorded ratio, as its name says it divides. Which side of 1× is better depends on the "
+                   "ratio: its name says what it compares, its lesson how it was timed.")
+        figures.append((name, caption, alt))
     return figures
 
 
@@ -678,8 +671,8 @@ def results_page(lessons: list[Lesson], stage: Path, results_dir: Path = RESULTS
     by_number = {lesson.number: lesson for lesson in lessons}
     lines = ["# Results", "",
              "The headline numbers each notebook recorded (`H.record`) in its stored GPU run, one CSV per GPU under "
-             "`results/`: first a few figures (select one to open it full size), then every number, grouped by notebook. "
-             "Generated from the CSVs.", ""]
+             "`results/`: first a few figures (select one to open it full size), then every number, grouped by "
+             "notebook. Generated from the CSVs.", ""]
     plots = stage / GENERATED / "plots"
     plots.mkdir(parents=True, exist_ok=True)
     for path in sorted(Path(results_dir).glob("*.csv")):
@@ -689,7 +682,8 @@ def results_page(lessons: list[Lesson], stage: Path, results_dir: Path = RESULTS
         gpu = rows[0]["gpu"]
         lines += [f"## {gpu}", "", f"From `results/{path.name}`: {len(rows)} numbers.", ""]
         for name, caption, alt in results_figures(rows, plots, gpu):
-            lines += [f"```{{figure}} {GENERATED}/plots/{name}", f":alt: {alt}", ":class: course-figure", ":width: 100%", "",
+            lines += [f"```{{figure}} {GENERATED}/plots/{name}", f":alt: {alt}", ":class: course-figure",
+                      ":width: 100%", "",
                       caption, "```", ""]
         for number in sorted({r["notebook"] for r in rows}):
             part = [r for r in rows if r["notebook"] == number]
