@@ -519,12 +519,11 @@ def clock(minutes: float) -> str:
 
 def agenda(books: list[reading_time.Notebook], lessons: list[Lesson]) -> str:
     """The workshop day: each core with its first exercise, breaks between, times from the reading estimate."""
-    rows = ["| time | what | minutes |", "|---|---|---:|"]
+    rows = ["| time | the core lesson, then its first exercise | minutes |", "|---|---|---:|"]
     t, half = 0.0, len(books) // 2
     for i, (book, lesson) in enumerate(zip(books, lessons), start=1):
         block = round(book.core.minutes) + EXERCISE_MIN
-        rows.append(f"| {clock(t)} | {{doc}}`{plain(lesson.title)} </{lesson.core_doc}>`: the core, "
-                    f"then its first exercise | {block} |")
+        rows.append(f"| {clock(t)} | {{doc}}`{plain(lesson.title)} </{lesson.core_doc}>` | {block} |")
         t += block
         if i == half:
             rows.append(f"| {clock(t)} | lunch | {LUNCH_MIN} |")
