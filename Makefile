@@ -5,6 +5,7 @@
 # make fork REPO=OWNER/NAME — point the Colab badges, setup cells and pyproject.toml at your fork
 # make student OUT=handout — the notebooks for learners: outputs cleared, solution cells left out
 # make handout-branch [BRANCH=student] — commit that hand-out onto a branch Colab opens (prints the git push)
+# make site  — the course website from the committed notebooks (nothing executed) into build/site/html
 #
 # Settings a venv is built with (recorded in $(VENV)/.installed, see below):
 #   TORCH=spec      the torch requirement installed first; CI pins the CPU build (TORCH=torch==2.13.0)
@@ -83,6 +84,13 @@ $(error $(VENV) was built with $(foreach s,$(MISMATCH),$(s)=$(RECORDED_$(s))), t
 endif
 endif
 
+# make run executes the notebooks on an NVIDIA GPU: without a driver it says so in one line, before installing anything.
+ifneq ($(filter run,$(GOALS)),)
+ifeq ($(NVIDIA_DRIVER),0)
+$(error No NVIDIA driver found: 'make run' executes the notebooks on an NVIDIA GPU, so it installs nothing here; read them with their stored outputs on the course website or in Colab (README), or run the CPU checks with 'make test' (NVIDIA_DRIVER=1 overrides))
+endif
+endif
+
 OFFLINE    := $(if $(wildcard $(WHEELHOUSE)/*.whl),--no-index --find-links $(WHEELHOUSE),)
 VENV_FLAGS := $(if $(filter 1,$(SYSTEM_TORCH)),--system-site-packages,)
 # Which torch, decided (and said, or stopped at, in one line) before anything is installed: tools/torch_build.py.
@@ -92,7 +100,7 @@ TORCH_FLAGS := $(if $(filter 1,$(CPU)),--cpu) $(if $(filter 1,$(NVIDIA_DRIVER)),
 TORCH_BUILD := $(PYTHON) -m tools.torch_build --python $(BIN)/python --torch "$(TORCH)" \
   --goal $(firstword $(GOALS)) $(strip $(TORCH_FLAGS))
 
-.PHONY: run test lab wheelhouse fork student handout-branch clean
+.PHONY: run test lab wheelhouse fork student handout-branch site clean
 
 # A venv this call created is removed again when torch's install stops or fails (it holds no more than pip then).
 $(STAMP): requirements.txt requirements-test.txt pyproject.toml $(PINS)
@@ -151,6 +159,15 @@ student: $(STAMP)
 
 handout-branch: $(STAMP)
 	$(BIN)/python -m tools.student --branch $(BRANCH)
+
+# The website's packages go into the course's venv only when the site is built (make test does not need them).
+SITE_STAMP := $(VENV)/.site-installed
+$(SITE_STAMP): $(STAMP) requirements-site.txt
+	$(PIP) install -q $(OFFLINE) -r requirements-site.txt
+	touch $@
+
+site: $(SITE_STAMP)
+	$(BIN)/python -m tools.site
 
 clean:
 	rm -rf $(VENV)

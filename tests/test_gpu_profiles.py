@@ -150,11 +150,7 @@ def test_make_run_refuses_a_profile(monkeypatch, capsys):
     assert out.count("\n") == 1 and "unset COURSE_GPU" in out
 
 
-# ------------------------------------------------------------------ the README's table
-def test_the_readme_table_is_the_generated_one():
-    assert gpu_matrix.readme_table() == gpu_matrix.table(), "python -m tools.gpu_matrix --write rewrites it"
-
-
+# ------------------------------------------------------------------ the table (the website shows it: tests/test_site.py)
 def test_the_table_says_what_each_gpu_skips():
     import nbformat
 

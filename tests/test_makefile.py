@@ -297,7 +297,7 @@ def test_plain_make_test_on_a_driverless_box_takes_the_cpu_wheel_at_hand_and_say
     assert calls[-1].endswith("-m pytest") and (venv / ".installed").exists()
 
 
-@pytest.mark.parametrize("target", ["test", "run", "lab"])
+@pytest.mark.parametrize("target", ["test", "lab"])   # run stops earlier without a driver (below)
 @pytest.mark.parametrize("torch, at_hand, says", [
     ("torch>=2.4", None, "No NVIDIA driver found, and no CPU build of torch>=2.4 at hand"),
     ("torch==2.12.0", CUDA_WHEEL, "torch==2.12.0 resolves to torch 2.12.0, a CUDA build"),
@@ -437,6 +437,17 @@ def test_pytest_args_reach_pytest_and_the_workflow_uploads_what_they_write(tmp_p
     uploaded = re.findall(r"^\s*path:\s*(\S+)", workflow, re.M)
     assert any(report.startswith(p.rstrip("/") + "/") or report == p for p in uploaded), (report, uploaded)
     assert not any(p.rstrip("/") == "results" for p in uploaded)   # a test run never writes results/
+
+
+def test_make_run_without_a_driver_says_so_in_one_line_before_installing_anything(tmp_path):
+    venv = tmp_path / "venv"
+    stop = make("run", f"VENV={venv}", "NVIDIA_DRIVER=0", "SYSTEM_TORCH=0")
+    assert stop.returncode != 0 and stop.stdout == ""
+    (line,) = stop.stderr.strip().splitlines()
+    assert "No NVIDIA driver found" in line and "'make run'" in line and "'make test'" in line, line
+    assert line.endswith("Stop.") and not venv.exists()   # make's framing; no venv, nothing installed
+    assert "-m tools.execute" in make("-n", "run", f"VENV={fake_venv(tmp_path, SYSTEM_TORCH='0')}",
+                                      "NVIDIA_DRIVER=1").stdout
 
 
 # ------------------------------------------------------------------ what the messages point at

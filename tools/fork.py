@@ -20,6 +20,12 @@ def repository(root: Path = ROOT) -> str:
     return REPO_URL.fullmatch(m[1])["slug"]
 
 
+def pages_url(slug: str) -> str:
+    """The GitHub Pages address of repository ``OWNER/NAME``, where its workflow publishes the course website."""
+    owner, name = slug.split("/")
+    return f"https://{owner.lower()}.github.io/{name}/"
+
+
 def repo_files(root: Path = ROOT) -> list[Path]:
     root = Path(root)
     return [root / "pyproject.toml", root / "README.md", *notebook_paths(root / "notebooks")]
@@ -81,8 +87,8 @@ def _badge(m) -> str:
 
 
 def set_repository(slug: str, root: Path = ROOT) -> list[Path]:
-    """Point pyproject.toml, every Colab badge (whichever branch it opens: the hand-out's too) and every setup
-    cell's clone URL at ``github.com/OWNER/NAME``."""
+    """Point pyproject.toml, every Colab badge (whichever branch it opens: the hand-out's too), every setup
+    cell's clone URL and the README's link to the website at ``github.com/OWNER/NAME``."""
     if not re.fullmatch(r"[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+", slug):
         raise ValueError(f"expected OWNER/NAME, got {slug!r}")
     old = repository(root)
@@ -90,7 +96,8 @@ def set_repository(slug: str, root: Path = ROOT) -> list[Path]:
     for path in repo_files(root):
         text = path.read_text()
         new = text.replace(f"github.com/{old}", f"github.com/{slug}").replace(
-            f"colab.research.google.com/github/{old}/", f"colab.research.google.com/github/{slug}/")
+            f"colab.research.google.com/github/{old}/", f"colab.research.google.com/github/{slug}/").replace(
+            pages_url(old), pages_url(slug))
         if new != text:
             path.write_text(new)
             changed.append(path)

@@ -12,7 +12,7 @@ table, ``helpers.features.FEATURES``; a notebook only names the features, once, 
 One fact has no code line: the SM floor a title cell states ("sm70 or newer"), kept in the notebook's metadata
 as ``cudnn_course.min_sm`` and read here with the rest.
 
-The test harness (conftest.py), ``make run`` (tools/execute.py) and the README's GPU table (tools/gpu_matrix.py)
+The test harness (conftest.py), ``make run`` (tools/execute.py) and the website's GPU table (tools/gpu_matrix.py)
 read a notebook's needs through ``read_needs``.
 """
 from __future__ import annotations

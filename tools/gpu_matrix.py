@@ -2,10 +2,10 @@
 
 Generated from the needs the notebooks' own lines declare (``tools/gates.py``: the gates a notebook requires,
 the gates of its cells), the feature gates' rules (``helpers.features.gate_for``) and the GPU profiles
-(``helpers.device.PROFILES``), so the README's table cannot drift from what the code does.
+(``helpers.device.PROFILES``), so the table cannot drift from what the code does. The course website shows it (its
+home page and GPU page, generated at build time by ``tools/site.py``).
 
     python -m tools.gpu_matrix            # print the table
-    python -m tools.gpu_matrix --write    # rewrite it in README.md, between the markers
 """
 from __future__ import annotations
 
@@ -17,11 +17,10 @@ from helpers.device import PROFILES
 from helpers.features import FEATURES, gate_for, requirements_met_on
 
 from .gates import read_needs
-from .notebooks import NB_DIR, ROOT, notebook_paths, stamp
+from .notebooks import NB_DIR, notebook_paths, stamp
 
 # The cuDNN backend the table assumes: Colab's pip cuDNN and the one the stored outputs were made with.
 BACKEND = 91900
-START, END = "<!-- gpu-matrix:start -->", "<!-- gpu-matrix:end -->"
 COLUMNS = {"t4": "T4 (sm75)", "l4": "L4 (sm89)", "a100": "A100 (sm80)", "h100": "H100 / H200 (sm90)"}
 COLAB_ORDER = ["t4", "l4", "a100", "h100"]  # cheapest first
 # What a gated cell's feature is, as a learner would name the part of the notebook it skips.
@@ -90,32 +89,10 @@ def table(nb_dir: Path = NB_DIR) -> str:
     return "\n".join(lines)
 
 
-def readme_table(root: Path = ROOT) -> str | None:
-    """The table as it stands in README.md between the markers (None without markers)."""
-    text = (Path(root) / "README.md").read_text()
-    if START not in text or END not in text:
-        return None
-    return text.split(START, 1)[1].split(END, 1)[0].strip()
-
-
-def write_readme(root: Path = ROOT) -> None:
-    path = Path(root) / "README.md"
-    text = path.read_text()
-    if START not in text or END not in text:
-        raise SystemExit(f"README.md has no {START} … {END} markers")
-    head, rest = text.split(START, 1)
-    path.write_text(f"{head}{START}\n{table(Path(root) / 'notebooks')}\n{END}{rest.split(END, 1)[1]}")
-
-
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--write", action="store_true", help="rewrite the table in README.md")
-    args = parser.parse_args(argv)
-    if args.write:
-        write_readme()
-        print("README.md: GPU table rewritten")
-    else:
-        print(table())
+    parser.parse_args(argv)
+    print(table())
     return 0
 
 

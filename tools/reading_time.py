@@ -1,8 +1,10 @@
 """How long each notebook takes to read, split into its core lesson and its deep dives.
 
     python -m tools.reading_time            # the table, and whether the workshop budget holds
-    python -m tools.reading_time --write    # also rewrite README's table (between its reading-time markers)
-    python -m tools.reading_time --check    # exit 1 if the budget is broken or README's table is stale
+    python -m tools.reading_time --check    # exit 1 if the budget is broken
+
+The table is shown where it is read: the course website's workshop page and its home page's agenda, generated at
+build time (``tools/site.py``).
 
 Minutes = markdown words / 200 + code lines / 10 + output lines / 60, where a code line is neither blank nor
 a comment, and an output line is a line of printed text, a row of an HTML table, or a line of a plain-text
@@ -24,17 +26,13 @@ from helpers.deep_dives import marker
 from .frontend_api import API_REF
 from .notebooks import notebook_paths, split_core, stamp
 
-ROOT = Path(__file__).resolve().parent.parent
-README = ROOT / "README.md"
-
-# The workshop budget (README, "Workshop")
+# The workshop budget (the website's workshop page, site/workshop.md)
 CORE_MAX_MIN = 45          # one notebook's core
 CORES_MAX_MIN = 300        # all eight cores: one day
 MARKDOWN_MAX_WORDS = 150   # any markdown cell
 CORE_CELL_MAX_LINES = 25   # any code cell of a core, every line counted
 
 WORDS_PER_MIN, CODE_LINES_PER_MIN, OUTPUT_LINES_PER_MIN = 200, 10, 60
-START, END = "<!-- reading-time:start -->", "<!-- reading-time:end -->"
 
 HELPER_REF = re.compile(r"\bH\.\w+")
 
@@ -188,41 +186,18 @@ def table(books: list[Notebook]) -> str:
     return "\n".join(rows)
 
 
-def readme_block(books: list[Notebook]) -> str:
-    return f"{START}\n{table(books)}\n{END}"
-
-
-def readme_current(books: list[Notebook], readme: Path = README) -> bool:
-    return readme_block(books) in readme.read_text()
-
-
-def write_readme(books: list[Notebook], readme: Path = README) -> bool:
-    text = readme.read_text()
-    if START not in text or END not in text:
-        raise SystemExit(f"{readme.name} has no {START} … {END} block to rewrite")
-    new = re.sub(re.escape(START) + r".*?" + re.escape(END), lambda _: readme_block(books), text, flags=re.S)
-    readme.write_text(new)
-    return new != text
-
-
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--write", action="store_true", help="rewrite README's reading-time table")
-    parser.add_argument("--check", action="store_true", help="exit 1 if the budget breaks or README's table is stale")
+    parser.add_argument("--check", action="store_true", help="exit 1 if the budget breaks")
     args = parser.parse_args(argv)
     books = read_all()
     print(table(books))
-    if args.write:
-        print("README table rewritten" if write_readme(books) else "README table already current")
     found = problems(books)
     for line in found:
         print("over budget:", line)
     if not found:
         print(f"budget met: every core ≤ {CORE_MAX_MIN} min, all cores ≤ {CORES_MAX_MIN} min, markdown cells ≤ "
               f"{MARKDOWN_MAX_WORDS} words, core code cells ≤ {CORE_CELL_MAX_LINES} lines, API ≥ H.* in each core")
-    if args.check and not args.write and not readme_current(books):
-        print("README's reading-time table is stale: python -m tools.reading_time --write")
-        return 1
     return 1 if (args.check and found) else 0
 
 
