@@ -31,6 +31,26 @@ def test_the_formula_counts_words_code_lines_and_output_lines():
     assert part.minutes == pytest.approx(4 / 200 + 1 / 10 + 6 / 60)
 
 
+def test_a_careful_read_is_slower_and_gives_each_figure_a_minute():
+    cell = code("print(1)", [{"output_type": "stream", "name": "stdout", "text": "a\nb\n"},
+                             {"output_type": "display_data", "data": {"image/png": "..", "text/plain": "<Figure>"}}])
+    part = rt.measure([md("one two three four"), cell])
+    assert (part.outputs, part.figures) == (3, 1)
+    assert part.minutes_at(rt.CAREFUL) == pytest.approx(4 / 120 + 1 / 6 + 2 / 30 + 1.0)
+    assert part.minutes_at(rt.SKIMMING) == part.minutes
+
+
+def test_the_careful_budget_names_each_breach():
+    core = rt.measure([md("w " * 4300), code("\n".join(["H.check(y)"] * 21))])
+    deep = rt.measure([code("# Deep dive A: x\n" + "\n".join(["y = g.execute(p)"] * 41), id="d")])
+    found = "\n".join(rt.careful_problems([rt.Notebook("09_x", core, deep, 1, [], [], None, None)]))
+    for expected in ("reads carefully in 39 min, over 35", "core code cell c has 21 lines, over 20",
+                     "deep-dive code cell d has 42 lines, over 40", "0 cuDNN API references and 21 H.* calls, under 1.5"):
+        assert expected in found, found
+    assert rt.careful_problems([rt.Notebook("09_y", rt.measure([code("g.execute(p)\ng.build()\nH.check(y)")]),
+                                            rt.Part(), 0, [], [], None, None)]) == []
+
+
 def test_the_core_ends_at_the_deep_dives_heading_and_api_references_are_counted():
     nb = {"cells": [md("# 02 · Title"), code("g = cudnn.pygraph()\ny = g.conv_fprop(x, w)\nH.check(y, ref)"),
                     md("# Deep dives\n\nOptional."), code("# Deep dive A: a sweep\nH.perf_sweep(p, f)")]}
