@@ -343,7 +343,9 @@ def test_results_upsert_and_summary(tmp_path, monkeypatch):
     results.record("03", "plans", 40, "count")
     rows = list(csv.DictReader(open(tmp_path / "fake-gpu.csv")))
     assert [(r["notebook"], r["metric"], r["value"]) for r in rows] == [("02", "fused ms", "0.09"), ("03", "plans", "40")]
-    assert list(results.summary("fake-gpu")["metric"]) == ["fused ms", "plans"]
+    from tools.results_csv import headline_table
+    assert headline_table("fake-gpu").split("\n") == ["  02", "      fused ms       0.09000 ms", "  03",
+                                                      "      plans            40.00 count"]
     with pytest.raises(TypeError, match="must be a number"):
         results.record("02", "bad", "fast", "ms")
 

@@ -143,16 +143,14 @@ def test_record_prints_the_string_it_writes(tmp_path, monkeypatch, capsys):
 
 
 def test_headline_table_uses_plain_decimals(tmp_path, monkeypatch):
-    from helpers import results
-
     monkeypatch.setenv("COURSE_RESULTS_DIR", str(tmp_path))
     (tmp_path / "fake-gpu.csv").write_text(
         "notebook,metric,value,unit,gpu,torch,cudnn_backend,recorded_at\n"
         "02,fused ms,8.293e-05,ms,F,t,1,d\n02,fused TFLOP/s,713.812,TFLOP/s,F,t,1,d\n04,speedup,1.5649,x,F,t,1,d\n")
-    table = results.headline_table("fake-gpu")
+    table = RC.headline_table("fake-gpu")
     assert "e-05" not in table and "0.00008293 ms" in table and "713.8 TFLOP/s" in table
     assert table.index("02") < table.index("fused ms") < table.index("04") < table.index("speedup")
-    assert [results.plain(v) for v in (1234.5678, 0.5, 0)] == ["1,235", "0.5000", "0"]
+    assert [RC.plain(v) for v in (1234.5678, 0.5, 0)] == ["1,235", "0.5000", "0"]
 
 
 # ------------------------------------------------------------------ one repository everywhere
