@@ -336,7 +336,7 @@ def test_step_timer_records_each_step():
 # ------------------------------------------------------------------ results and stamps
 def test_results_upsert_and_summary(tmp_path, monkeypatch):
     monkeypatch.setenv("COURSE_RESULTS_DIR", str(tmp_path))
-    fake = device.DeviceInfo("Fake GPU", 0, (9, 0), 1, 1.0, 1, {}, None)
+    fake = device.DeviceInfo(name="Fake GPU", index=0, sm=(9, 0), sm_count=1, memory_gb=1.0, l2_bytes=1)
     monkeypatch.setattr(device, "device_info", lambda index=None: fake)
     results.record("02", "fused ms", 0.1, "ms")
     results.record("02", "fused ms", 0.09, "ms")
