@@ -29,11 +29,10 @@ def check_parameters(notebook: str, namespace: dict) -> None:
     """Raise one ``ParameterError`` listing every rule of ``helpers/parameters.py`` that notebook ``notebook``'s
     parameters in ``namespace`` (its ``globals()``) break. Then, apart from the rules, install the ``DEEP_DIVES``
     switch (``helpers/deep_dives.py``), until the GPU issue puts explicit guards in the notebooks."""
-    from .deep_dives import switch
-    from .parameters import check
+    from . import deep_dives, parameters
 
-    check(notebook, namespace)
-    switch(namespace)
+    parameters.check(notebook, namespace)
+    deep_dives.switch(namespace)
 
 
 # graphs: the handle on torch's stream, named tensors with explicit UIDs, the build, the workspace

@@ -50,17 +50,24 @@ class Candidate:
     source: str  # where it was found, for the report
 
 
-def _loaded_libcudnn() -> str | None:
-    """Path of the libcudnn already mapped into this process, if any (Linux)."""
+def _mapped_libcudnn(maps: str = "/proc/self/maps") -> list[str]:
+    """Every libcudnn file (the main library and its sub-libraries) mapped into this process, in map order (Linux)."""
     try:
-        with open("/proc/self/maps") as maps:
-            for line in maps:
-                name = line.rsplit(None, 1)[-1]
-                if "/libcudnn.so" in name:
-                    return name
+        with open(maps) as lines:
+            names = [line.rsplit(None, 1)[-1] for line in lines]
     except OSError:
-        pass
-    return None
+        return []
+    return [name for name in names if re.match(r"libcudnn(_[a-z_]+)?\.so", os.path.basename(name))]
+
+
+def loaded_library() -> str | None:
+    """Which libcudnn file this process is using (None before it is loaded)."""
+    return next((name for name in _mapped_libcudnn() if os.path.basename(name).startswith("libcudnn.so")), None)
+
+
+def loaded_copies(maps: str = "/proc/self/maps") -> list[str]:
+    """The folders of every libcudnn file (main library and sub-libraries) mapped into this process (Linux)."""
+    return sorted({os.path.dirname(os.path.realpath(name)) for name in _mapped_libcudnn(maps)})
 
 
 def _package_dirs(package: str) -> list[Path]:
@@ -89,7 +96,7 @@ def libcudnn_candidates() -> list[Candidate]:
         for path in sorted(glob.glob(os.path.join(folder, "libcudnn.so.9*"))):
             add(path, source)
 
-    loaded = _loaded_libcudnn()
+    loaded = loaded_library()
     if loaded:
         add(loaded, "already loaded (by torch)")
     for folder in os.environ.get("LD_LIBRARY_PATH", "").split(os.pathsep):
@@ -189,20 +196,6 @@ def version_string(version: int) -> str:
     """cuDNN's version number as text: 91900 -> '9.19.0' (cuDNN 9+), 8907 -> '8.9.7' (cuDNN 8)."""
     major, rest = (version // 10000, version % 10000) if version >= 90000 else (version // 1000, version % 1000)
     return f"{major}.{rest // 100}.{rest % 100}"
-
-
-def loaded_copies(maps: str = "/proc/self/maps") -> list[str]:
-    """The folders of every libcudnn file (main library and sub-libraries) mapped into this process (Linux)."""
-    folders = set()
-    try:
-        with open(maps) as lines:
-            for line in lines:
-                name = line.rsplit(None, 1)[-1]
-                if re.match(r"libcudnn(_[a-z_]+)?\.so", os.path.basename(name)):
-                    folders.add(os.path.dirname(os.path.realpath(name)))
-    except OSError:
-        pass
-    return sorted(folders)
 
 
 def _check_backend(cudnn) -> None:
@@ -325,7 +318,3 @@ def _say_if_not_the_stored_run(cudnn) -> None:
     if note:
         print(note)
 
-
-def loaded_library() -> str | None:
-    """Which libcudnn file this process is using (None before it is loaded)."""
-    return _loaded_libcudnn()
