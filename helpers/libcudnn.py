@@ -1,29 +1,13 @@
 """Find and load libcudnn before ``import cudnn``.
 
-The frontend wheel ships no cuDNN runtime. At import it dlopens the first
-libcudnn it finds: ``libcudnn.so.9`` / ``libcudnn.so`` in a folder of
-``LD_LIBRARY_PATH``, then ``nvidia/cudnn/lib`` and ``nvidia/cudnn_jit/lib`` in
-the interpreter's site-packages, then the system loader. That goes wrong in three
-common ways: the runtime lives in another environment (e.g. ``--target``
-installs, Colab's system site), torch already loaded a *different* copy, or no
-copy exists and the error only appears at the first call ("Unable to find
-symbol cudnnGetVersion"). ``load_cudnn`` picks one library on purpose — the one
-torch uses when there is one — points the frontend at it, and fails early with
-one line (a ``CudnnNotFoundError``, or its subclasses ``CudnnLoadError`` and
-``CudnnVersionError``) for each set-up failure it can see:
-
-- no libcudnn anywhere: what was searched and what to install;
-- the chosen file cannot be loaded (empty, cut short, a text file): the file, what
-  is wrong and how to fix it. The next copy is *not* tried instead: that would hide
-  which cuDNN runs (and so a version mismatch), and the frontend's own search would
-  still stop at a broken file on ``LD_LIBRARY_PATH``;
-- the frontend is missing or cannot be imported;
-- the loaded backend is not a cuDNN 9 (``MIN_BACKEND``), or libcudnn files from two
-  folders are mapped into the process (two copies mixed: the cause of
-  ``CUDNN_STATUS_SUBLIBRARY_VERSION_MISMATCH``). Sub-libraries load lazily, at the
-  first handle, so a mix that starts later is not seen here.
-
-Every message is one line (no newline in ``str(exc)``); in Jupyter only that line shows.
+The frontend wheel ships no cuDNN runtime: at import it dlopens the first libcudnn it finds (``LD_LIBRARY_PATH``,
+then the ``nvidia/cudnn`` wheels, then the system loader). That goes wrong in three common ways: the runtime lives
+in another environment, torch already loaded a *different* copy, or there is none and the error only appears at the
+first call ("Unable to find symbol cudnnGetVersion"). ``load_cudnn`` picks one library on purpose — the one torch
+uses when there is one — points the frontend at it, and fails early, in one line, for each set-up failure it can
+see. A broken first choice is reported, not skipped for the next copy: that would hide which cuDNN runs (and so a
+version mismatch), and the frontend's own search would still stop at it. Sub-libraries load lazily, at the first
+handle, so two copies mixed only later are not seen here.
 """
 from __future__ import annotations
 
@@ -233,10 +217,11 @@ def load_cudnn(verbose: bool = False, *, need_gpu: bool = True):
     machine without a GPU the frontend is imported and returned unchecked (``pygraph``, tensors and ops work up
     to ``validate()``); with a GPU it is the full load below.
 
-    Raises ``CudnnNotFoundError`` (one line: what was searched, what to install) when no libcudnn can be
-    loaded, ``CudnnLoadError`` (a subclass) when the chosen file is broken, and ``CudnnVersionError``
-    (a subclass) when the backend is not a cuDNN 9 or two copies are mixed. Checks run once per process; the first
-    also prints one line where torch, cuDNN or the frontend is not the stored run's version (``constraints.txt``).
+    Raises ``CudnnNotFoundError`` (what was searched, what to install) when no libcudnn can be loaded, its
+    subclass ``CudnnLoadError`` when the chosen file is broken, ``CudnnVersionError`` when the backend is not a
+    cuDNN 9 (``MIN_BACKEND``) or two copies are mixed (the cause of ``CUDNN_STATUS_SUBLIBRARY_VERSION_MISMATCH``).
+    Checks run once per process; the first also prints one line where torch, cuDNN or the frontend is not the
+    stored run's version (``constraints.txt``).
     """
     global _verified
     if not need_gpu:
