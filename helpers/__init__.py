@@ -23,8 +23,17 @@ from .paths import tidy_paths
 from .device import device_info, dtype_name, gpu_clocks, power_verdict, sample_clocks
 from .features import feature_table, gate, notebook_requirements_met
 
-# each notebook's parameter rules, checked right after its parameters cell
-from .parameters import check_parameters
+
+# each notebook's parameters, checked right after its parameters cell
+def check_parameters(notebook: str, namespace: dict) -> None:
+    """Raise one ``ParameterError`` listing every rule of ``helpers/parameters.py`` that notebook ``notebook``'s
+    parameters in ``namespace`` (its ``globals()``) break. Then, apart from the rules, install the ``DEEP_DIVES``
+    switch (``helpers/deep_dives.py``), until the GPU issue puts explicit guards in the notebooks."""
+    from . import deep_dives, parameters
+
+    parameters.check(notebook, namespace)
+    deep_dives.switch(namespace)
+
 
 # graphs: the handle on torch's stream, named tensors with explicit UIDs, the build, the workspace
 from .graphs import GraphIO, build, describe_tensors, heuristic_modes, workspace_for

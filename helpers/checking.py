@@ -84,15 +84,20 @@ def poison_(t: torch.Tensor) -> torch.Tensor:
     return t.fill_(torch.iinfo(t.dtype).max)
 
 
+def _float64(out: torch.Tensor, ref: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``out`` and ``ref`` of one shape, in float64 on ``out``'s device."""
+    if out.shape != ref.shape:
+        raise ValueError(f"shape mismatch: out {tuple(out.shape)} vs ref {tuple(ref.shape)}")
+    o = out.detach().to(torch.float64)
+    return o, ref.detach().to(device=o.device, dtype=torch.float64)
+
+
 def rel_error(out: torch.Tensor, ref: torch.Tensor) -> float:
     """||out - ref|| / ||ref|| in float64; inf if ``out`` holds NaN/inf or shapes differ."""
     for name, t in (("out", out), ("ref", ref)):
         if not isinstance(t, torch.Tensor):
             raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
-    if out.shape != ref.shape:
-        raise ValueError(f"shape mismatch: out {tuple(out.shape)} vs ref {tuple(ref.shape)}")
-    o = out.detach().to(torch.float64)
-    r = ref.detach().to(device=o.device, dtype=torch.float64)
+    o, r = _float64(out, ref)
     if not torch.isfinite(o).all():
         return math.inf
     denom = torch.linalg.vector_norm(r).item()
@@ -118,10 +123,7 @@ class ElementReport:
 
 def element_report(out: torch.Tensor, ref: torch.Tensor, tol: float, rtol: float) -> ElementReport:
     """Count elements with |out - ref| > ELEMENT_ATOL * tol * rms(ref) + rtol * |ref| (NaN counts as bad)."""
-    if out.shape != ref.shape:
-        raise ValueError(f"shape mismatch: out {tuple(out.shape)} vs ref {tuple(ref.shape)}")
-    o = out.detach().to(torch.float64)
-    r = ref.detach().to(device=o.device, dtype=torch.float64)
+    o, r = _float64(out, ref)
     n = o.numel()
     if n == 0:
         return ElementReport(0, 0)

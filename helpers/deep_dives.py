@@ -4,6 +4,9 @@ A deep-dive code cell starts with a marker comment, ``# Deep dive B: <what it me
 ``H.check_parameters`` has run (the cell after the parameters cell), each cell is looked at before it
 runs: with ``DEEP_DIVES = False`` a marked cell prints one line instead of running; with ``True`` (the
 default, what nbval runs) nothing changes. Outside IPython (a script, a test) nothing is installed.
+
+An IPython input transformer is a hidden way to skip a cell: the GPU issue replaces it with explicit guards in
+the notebooks. Until then ``H.check_parameters`` calls ``switch`` after the parameter rules, which know nothing of it.
 """
 from __future__ import annotations
 
@@ -50,3 +53,9 @@ def install() -> bool:
     if not any(getattr(t, "course_deep_dives", False) for t in transformers):
         transformers.append(_transformer(shell))
     return True
+
+
+def switch(namespace: dict) -> None:
+    """Install the switch (in IPython), and say once that it skips when ``namespace`` sets it to False."""
+    if install() and namespace.get(SWITCH) is False:
+        print(f"{SWITCH} = False: the core only. Each deep-dive cell prints one line and is skipped.")

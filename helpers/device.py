@@ -47,23 +47,31 @@ _DATASHEET = [
 ]
 
 
-# GPUs our users have, as the course sees them under COURSE_GPU. Memory is what torch reports on that GPU
-# (a "16 GB" T4 shows 14.7 GiB); ``colab`` is the Colab tier that offers it.
 @dataclass(frozen=True)
-class Profile:
-    key: str
+class GPU:
+    """A GPU as the course sees it; memory in GiB, as torch reports it (a "16 GB" T4 shows 14.7 GiB)."""
     name: str
     sm: tuple[int, int]
     sm_count: int
     memory_gb: float
+
+    @property
+    def sm_version(self) -> int:
+        return 10 * self.sm[0] + self.sm[1]
+
+
+# GPUs our users have, as the course sees them under COURSE_GPU; ``colab`` is the Colab tier that offers it.
+@dataclass(frozen=True, kw_only=True)
+class Profile(GPU):
+    key: str
     colab: str
 
 
 PROFILES = {p.key: p for p in (
-    Profile("t4", "Tesla T4", (7, 5), 40, 14.7, "free"),
-    Profile("l4", "NVIDIA L4", (8, 9), 58, 22.0, "paid"),
-    Profile("a100", "NVIDIA A100-SXM4-40GB", (8, 0), 108, 39.4, "paid"),
-    Profile("h100", "NVIDIA H100 80GB HBM3", (9, 0), 132, 79.1, "paid"),
+    Profile(key="t4", name="Tesla T4", sm=(7, 5), sm_count=40, memory_gb=14.7, colab="free"),
+    Profile(key="l4", name="NVIDIA L4", sm=(8, 9), sm_count=58, memory_gb=22.0, colab="paid"),
+    Profile(key="a100", name="NVIDIA A100-SXM4-40GB", sm=(8, 0), sm_count=108, memory_gb=39.4, colab="paid"),
+    Profile(key="h100", name="NVIDIA H100 80GB HBM3", sm=(9, 0), sm_count=132, memory_gb=79.1, colab="paid"),
 )}
 PROFILE_ENV = "COURSE_GPU"
 
@@ -78,23 +86,16 @@ def active_profile() -> Profile | None:
     return PROFILES[key]
 
 
-@dataclass(frozen=True)
-class DeviceInfo:
-    name: str
+@dataclass(frozen=True, kw_only=True)
+class DeviceInfo(GPU):
+    """This process's GPU: ``require_gpu()`` and ``device_info()`` give it."""
     index: int
-    sm: tuple[int, int]
-    sm_count: int
-    memory_gb: float
     l2_bytes: int
     # Datasheet ceilings (dense, no sparsity); None when the GPU is not in the table. The *measured* peaks
     # are ``H.measured_peak_tflops`` / ``H.measured_bandwidth_gbps`` (helpers/timing/rates.py).
     datasheet_tflops: dict = field(default_factory=dict)  # {"bfloat16": ..., "float16": ..., "float8_e4m3fn": ...}
     datasheet_gbps: float | None = None
     rehearsed_on: str | None = None  # the real GPU's name when a COURSE_GPU profile is on, else None
-
-    @property
-    def sm_version(self) -> int:
-        return 10 * self.sm[0] + self.sm[1]
 
     @property
     def slug(self) -> str:
@@ -169,23 +170,11 @@ def device_info(index: int | None = None) -> DeviceInfo:
 def _device_info(index: int, profile: Profile | None) -> DeviceInfo:
     props = torch.cuda.get_device_properties(index)
     l2_bytes = int(getattr(props, "L2_cache_size", 0) or 50 * 2**20)  # real in any case: the flush must cover it
-    if profile is None:
-        name, sm, sm_count, memory_gb = props.name, (props.major, props.minor), props.multi_processor_count, \
-            props.total_memory / 2**30
-    else:
-        name, sm, sm_count, memory_gb = profile.name, profile.sm, profile.sm_count, profile.memory_gb
-    bf16, fp16, fp8, gbps = datasheet_row(name)
-    return DeviceInfo(
-        name=name,
-        index=index,
-        sm=sm,
-        sm_count=sm_count,
-        memory_gb=memory_gb,
-        l2_bytes=l2_bytes,
-        datasheet_tflops={"bfloat16": bf16, "float16": fp16, "float8_e4m3fn": fp8},
-        datasheet_gbps=gbps,
-        rehearsed_on=props.name if profile is not None else None,
-    )
+    gpu = profile or GPU(props.name, (props.major, props.minor), props.multi_processor_count, props.total_memory / 2**30)
+    bf16, fp16, fp8, gbps = datasheet_row(gpu.name)
+    return DeviceInfo(name=gpu.name, sm=gpu.sm, sm_count=gpu.sm_count, memory_gb=gpu.memory_gb, index=index,
+                      l2_bytes=l2_bytes, datasheet_tflops={"bfloat16": bf16, "float16": fp16, "float8_e4m3fn": fp8},
+                      datasheet_gbps=gbps, rehearsed_on=props.name if profile is not None else None)
 
 
 def working_dtype(device: DeviceInfo | None = None) -> torch.dtype:

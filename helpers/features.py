@@ -5,6 +5,7 @@ from dataclasses import dataclass
 
 from .device import backend_version, device_info, has_gpu
 from .errors import FeatureUnavailable
+from .libcudnn import version_string
 
 
 @dataclass(frozen=True)
@@ -40,10 +41,6 @@ FEATURES = {
 _BLOCKED_BACKENDS = {"sdpa": {91000, 91001}, "sdpa_serving": {91000, 91001}}  # known-bad SDPA releases
 
 
-def _fmt_backend(v: int) -> str:
-    return f"{v // 10000}.{(v // 100) % 100}.{v % 100}"
-
-
 def gate_for(feature: str, name: str, sm: tuple[int, int], backend: int) -> Gate:
     """Could a GPU named ``name`` with compute capability ``sm`` run ``feature`` with cuDNN backend ``backend``
     (an int, 9.19.0 -> 91900)? The SM and version rules alone: no GPU or library is touched, so the
@@ -60,10 +57,10 @@ def gate_for(feature: str, name: str, sm: tuple[int, int], backend: int) -> Gate
     if backend == 0:
         return Gate(feature, False, "no libcudnn could be loaded")
     if backend < min_backend:
-        return Gate(feature, False, f"{what} needs cuDNN backend ≥ {_fmt_backend(min_backend)}; loaded {_fmt_backend(backend)}")
+        return Gate(feature, False, f"{what} needs cuDNN backend ≥ {version_string(min_backend)}; loaded {version_string(backend)}")
     if backend in _BLOCKED_BACKENDS.get(feature, ()):
-        return Gate(feature, False, f"cuDNN {_fmt_backend(backend)} has known {what} bugs; upgrade the backend")
-    return Gate(feature, True, f"supported on {name} (sm{sm_version}) with cuDNN {_fmt_backend(backend)}")
+        return Gate(feature, False, f"cuDNN {version_string(backend)} has known {what} bugs; upgrade the backend")
+    return Gate(feature, True, f"supported on {name} (sm{sm_version}) with cuDNN {version_string(backend)}")
 
 
 def gate(feature: str) -> Gate:

@@ -1,29 +1,13 @@
 """Find and load libcudnn before ``import cudnn``.
 
-The frontend wheel ships no cuDNN runtime. At import it dlopens the first
-libcudnn it finds: ``libcudnn.so.9`` / ``libcudnn.so`` in a folder of
-``LD_LIBRARY_PATH``, then ``nvidia/cudnn/lib`` and ``nvidia/cudnn_jit/lib`` in
-the interpreter's site-packages, then the system loader. That goes wrong in three
-common ways: the runtime lives in another environment (e.g. ``--target``
-installs, Colab's system site), torch already loaded a *different* copy, or no
-copy exists and the error only appears at the first call ("Unable to find
-symbol cudnnGetVersion"). ``load_cudnn`` picks one library on purpose — the one
-torch uses when there is one — points the frontend at it, and fails early with
-one line (a ``CudnnNotFoundError``, or its subclasses ``CudnnLoadError`` and
-``CudnnVersionError``) for each set-up failure it can see:
-
-- no libcudnn anywhere: what was searched and what to install;
-- the chosen file cannot be loaded (empty, cut short, a text file): the file, what
-  is wrong and how to fix it. The next copy is *not* tried instead: that would hide
-  which cuDNN runs (and so a version mismatch), and the frontend's own search would
-  still stop at a broken file on ``LD_LIBRARY_PATH``;
-- the frontend is missing or cannot be imported;
-- the loaded backend is not a cuDNN 9 (``MIN_BACKEND``), or libcudnn files from two
-  folders are mapped into the process (two copies mixed: the cause of
-  ``CUDNN_STATUS_SUBLIBRARY_VERSION_MISMATCH``). Sub-libraries load lazily, at the
-  first handle, so a mix that starts later is not seen here.
-
-Every message is one line (no newline in ``str(exc)``); in Jupyter only that line shows.
+The frontend wheel ships no cuDNN runtime: at import it dlopens the first libcudnn it finds (``LD_LIBRARY_PATH``,
+then the ``nvidia/cudnn`` wheels, then the system loader). That goes wrong in three common ways: the runtime lives
+in another environment, torch already loaded a *different* copy, or there is none and the error only appears at the
+first call ("Unable to find symbol cudnnGetVersion"). ``load_cudnn`` picks one library on purpose — the one torch
+uses when there is one — points the frontend at it, and fails early, in one line, for each set-up failure it can
+see. A broken first choice is reported, not skipped for the next copy: that would hide which cuDNN runs (and so a
+version mismatch), and the frontend's own search would still stop at it. Sub-libraries load lazily, at the first
+handle, so two copies mixed only later are not seen here.
 """
 from __future__ import annotations
 
@@ -50,17 +34,24 @@ class Candidate:
     source: str  # where it was found, for the report
 
 
-def _loaded_libcudnn() -> str | None:
-    """Path of the libcudnn already mapped into this process, if any (Linux)."""
+def _mapped_libcudnn(maps: str = "/proc/self/maps") -> list[str]:
+    """Every libcudnn file (the main library and its sub-libraries) mapped into this process, in map order (Linux)."""
     try:
-        with open("/proc/self/maps") as maps:
-            for line in maps:
-                name = line.rsplit(None, 1)[-1]
-                if "/libcudnn.so" in name:
-                    return name
+        with open(maps) as lines:
+            names = [line.rsplit(None, 1)[-1] for line in lines]
     except OSError:
-        pass
-    return None
+        return []
+    return [name for name in names if re.match(r"libcudnn(_[a-z_]+)?\.so", os.path.basename(name))]
+
+
+def loaded_library() -> str | None:
+    """Which libcudnn file this process is using (None before it is loaded)."""
+    return next((name for name in _mapped_libcudnn() if os.path.basename(name).startswith("libcudnn.so")), None)
+
+
+def loaded_copies(maps: str = "/proc/self/maps") -> list[str]:
+    """The folders of every libcudnn file (main library and sub-libraries) mapped into this process (Linux)."""
+    return sorted({os.path.dirname(os.path.realpath(name)) for name in _mapped_libcudnn(maps)})
 
 
 def _package_dirs(package: str) -> list[Path]:
@@ -89,7 +80,7 @@ def libcudnn_candidates() -> list[Candidate]:
         for path in sorted(glob.glob(os.path.join(folder, "libcudnn.so.9*"))):
             add(path, source)
 
-    loaded = _loaded_libcudnn()
+    loaded = loaded_library()
     if loaded:
         add(loaded, "already loaded (by torch)")
     for folder in os.environ.get("LD_LIBRARY_PATH", "").split(os.pathsep):
@@ -191,20 +182,6 @@ def version_string(version: int) -> str:
     return f"{major}.{rest // 100}.{rest % 100}"
 
 
-def loaded_copies(maps: str = "/proc/self/maps") -> list[str]:
-    """The folders of every libcudnn file (main library and sub-libraries) mapped into this process (Linux)."""
-    folders = set()
-    try:
-        with open(maps) as lines:
-            for line in lines:
-                name = line.rsplit(None, 1)[-1]
-                if re.match(r"libcudnn(_[a-z_]+)?\.so", os.path.basename(name)):
-                    folders.add(os.path.dirname(os.path.realpath(name)))
-    except OSError:
-        pass
-    return sorted(folders)
-
-
 def _check_backend(cudnn) -> None:
     """One line when the backend is missing, not a cuDNN 9, or mixed with another copy."""
     try:
@@ -240,10 +217,11 @@ def load_cudnn(verbose: bool = False, *, need_gpu: bool = True):
     machine without a GPU the frontend is imported and returned unchecked (``pygraph``, tensors and ops work up
     to ``validate()``); with a GPU it is the full load below.
 
-    Raises ``CudnnNotFoundError`` (one line: what was searched, what to install) when no libcudnn can be
-    loaded, ``CudnnLoadError`` (a subclass) when the chosen file is broken, and ``CudnnVersionError``
-    (a subclass) when the backend is not a cuDNN 9 or two copies are mixed. Checks run once per process; the first
-    also prints one line where torch, cuDNN or the frontend is not the stored run's version (``constraints.txt``).
+    Raises ``CudnnNotFoundError`` (what was searched, what to install) when no libcudnn can be loaded, its
+    subclass ``CudnnLoadError`` when the chosen file is broken, ``CudnnVersionError`` when the backend is not a
+    cuDNN 9 (``MIN_BACKEND``) or two copies are mixed (the cause of ``CUDNN_STATUS_SUBLIBRARY_VERSION_MISMATCH``).
+    Checks run once per process; the first also prints one line where torch, cuDNN or the frontend is not the
+    stored run's version (``constraints.txt``).
     """
     global _verified
     if not need_gpu:
@@ -325,7 +303,3 @@ def _say_if_not_the_stored_run(cudnn) -> None:
     if note:
         print(note)
 
-
-def loaded_library() -> str | None:
-    """Which libcudnn file this process is using (None before it is loaded)."""
-    return _loaded_libcudnn()

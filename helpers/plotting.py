@@ -57,7 +57,7 @@ def role_of(label: str) -> str:
     return ROLE_PREFIXES[max(matches, key=len)] if matches else "other"
 
 
-def _resolve(colour: str) -> str:
+def _colour_of(colour: str) -> str:
     """A role name -> its colour; anything else is taken as a matplotlib colour."""
     return COLORS.get(colour, colour)
 
@@ -70,7 +70,7 @@ def color_for(label: str, colors: dict | None = None, *, role: str | None = None
             raise KeyError(f"no role {role!r}; the roles are {list(COLORS)}")
         return COLORS[role]
     if colors and label in colors:
-        return _resolve(colors[label])
+        return _colour_of(colors[label])
     return COLORS[role_of(label)]
 
 
@@ -205,7 +205,7 @@ def line_style(label: str, index: int, colors: dict | None = None) -> dict:
     marker, so lines that coincide stay distinguishable. The course's own: role 'cudnn', read from
     ``colors[label]`` when given (a role name or a colour; the course's colour counts), else from the label."""
     role = colors[label] if colors and label in colors else role_of(label)
-    if role == "cudnn" or _resolve(role) == COLORS["cudnn"]:
+    if role == "cudnn" or _colour_of(role) == COLORS["cudnn"]:
         return dict(marker="o", linewidth=2.6, markersize=7, zorder=4)
     return dict(marker=RIVAL_MARKERS[index % len(RIVAL_MARKERS)], linewidth=1.4, markersize=6, linestyle="--",
                 markerfacecolor="none", zorder=3)

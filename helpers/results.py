@@ -1,4 +1,5 @@
-"""Record each notebook's headline numbers in ``results/<gpu>.csv`` (committed: nothing else lives there)."""
+"""Record each notebook's headline numbers in ``results/<gpu>.csv`` (committed: nothing else lives there).
+``tools/results_csv.py`` derives those files from the stored outputs and prints them as a table."""
 from __future__ import annotations
 
 import csv
@@ -16,14 +17,6 @@ def results_dir() -> Path:
     from .paths import COURSE_ROOT, in_checkout
 
     return (COURSE_ROOT if in_checkout() else Path.cwd()) / "results"
-
-
-def results_file(gpu_slug: str | None = None) -> Path:
-    if gpu_slug is None:
-        from .device import device_info
-
-        gpu_slug = device_info().slug
-    return results_dir() / f"{gpu_slug}.csv"
 
 
 def read(path: Path) -> list[dict]:
@@ -59,44 +52,6 @@ def record(notebook: str, metric: str, value: float, unit: str) -> None:
     row = {"notebook": notebook, "metric": metric, "value": text, "unit": unit, "gpu": d.name,
            "torch": torch.__version__, "cudnn_backend": str(backend_version()),
            "recorded_at": _dt.datetime.now().isoformat(timespec="seconds")}
-    path = results_file(d.slug)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    path = results_dir() / f"{d.slug}.csv"
     write(path, [r for r in read(path) if (r["notebook"], r["metric"]) != (notebook, metric)] + [row])
     print(f"recorded {notebook} · {metric} = {text} {unit}".rstrip())
-
-
-def plain(value: float, digits: int = 4) -> str:
-    """A number with ``digits`` significant digits as a plain decimal (never scientific notation)."""
-    import math
-
-    value = float(value)
-    if value == 0 or not math.isfinite(value):
-        return f"{value:g}"
-    decimals = max(0, digits - 1 - math.floor(math.log10(abs(value))))
-    return f"{value:,.{decimals}f}"
-
-
-def headline_table(gpu_slug: str | None = None) -> str:
-    """The recorded numbers as text, grouped by notebook, plain decimals with units."""
-    df = summary(gpu_slug)
-    if not len(df):
-        return "  (none recorded)"
-    width = max(len(m) for m in df["metric"])
-    lines = []
-    for notebook, part in df.groupby("notebook", sort=True):
-        lines.append(f"  {notebook}")
-        for _, row in part.iterrows():
-            lines.append(f"      {row['metric']:<{width}}  {plain(row['value']):>12} {row['unit']}".rstrip())
-    return "\n".join(lines)
-
-
-def summary(gpu_slug: str | None = None):
-    """All recorded headline numbers for one GPU as a pandas table."""
-    import pandas as pd
-
-    rows = read(results_file(gpu_slug))
-    if not rows:
-        return pd.DataFrame(columns=["notebook", "metric", "value", "unit"])
-    df = pd.DataFrame(rows)
-    df["value"] = df["value"].astype(float)
-    return df[["notebook", "metric", "value", "unit"]].sort_values(["notebook"], kind="stable").reset_index(drop=True)

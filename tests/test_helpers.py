@@ -336,14 +336,16 @@ def test_step_timer_records_each_step():
 # ------------------------------------------------------------------ results and stamps
 def test_results_upsert_and_summary(tmp_path, monkeypatch):
     monkeypatch.setenv("COURSE_RESULTS_DIR", str(tmp_path))
-    fake = device.DeviceInfo("Fake GPU", 0, (9, 0), 1, 1.0, 1, {}, None)
+    fake = device.DeviceInfo(name="Fake GPU", index=0, sm=(9, 0), sm_count=1, memory_gb=1.0, l2_bytes=1)
     monkeypatch.setattr(device, "device_info", lambda index=None: fake)
     results.record("02", "fused ms", 0.1, "ms")
     results.record("02", "fused ms", 0.09, "ms")
     results.record("03", "plans", 40, "count")
     rows = list(csv.DictReader(open(tmp_path / "fake-gpu.csv")))
     assert [(r["notebook"], r["metric"], r["value"]) for r in rows] == [("02", "fused ms", "0.09"), ("03", "plans", "40")]
-    assert list(results.summary("fake-gpu")["metric"]) == ["fused ms", "plans"]
+    from tools.results_csv import headline_table
+    assert headline_table("fake-gpu").split("\n") == ["  02", "      fused ms       0.09000 ms", "  03",
+                                                      "      plans            40.00 count"]
     with pytest.raises(TypeError, match="must be a number"):
         results.record("02", "bad", "fast", "ms")
 

@@ -1,5 +1,6 @@
 """helpers.parameters: every notebook's rules hold for its stored parameters, and each rule catches a bad value
-with a message that names the parameter (and, for a membership rule, the values allowed)."""
+with a message that names the parameter and what it may be (for a membership rule, the values allowed); H.check_parameters
+runs them and then the DEEP_DIVES switch, which the rules module knows nothing of."""
 import ast
 import enum
 import json
@@ -10,7 +11,8 @@ import pytest
 import torch
 
 from helpers import parameters
-from helpers.parameters import RULES, ParameterError, check_parameters
+from helpers import check_parameters
+from helpers.parameters import RULES, ParameterError
 from tools.notebooks import notebook_paths
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -49,7 +51,7 @@ def ints(nb, *names, value=0, low=1):
 
 
 def too_many(nb, *names, high=parameters.MAX_RUNS):
-    return [(nb, {n: 10**12}, [f"{n} = {10**12}", f"more than {high:,}"]) for n in names]
+    return [(nb, {n: 10**12}, [f"{n} = {10**12}", f"at most {high:,}"]) for n in names]
 
 
 def seeds(nb):
@@ -83,7 +85,7 @@ BAD = [
     *seeds("02"),
 
     ("03", {"SHAPE": dict(N=32, C=128, H=56, W=56)}, ["SHAPE = {", "N, C, H, W, K"]),
-    ("03", {"SHAPE": dict(N=32, C=128, H=56, W=28, K=256)}, ["SHAPE", "H = 56 and W = 28"]),
+    ("03", {"SHAPE": dict(N=32, C=128, H=56, W=28, K=256)}, ["SHAPE = {", "'W': 28", "H == W"]),
     ("03", {"EXTRA_SHAPES": [dict(N=1, C=64, H=56, W=50, K=64)]}, ["EXTRA_SHAPES entry {", "H == W"]),
     ("03", {"EXTRA_SHAPES": [dict(N=32, C=128, H=56, W=56, K=256)]}, ["EXTRA_SHAPES", "repeats a shape"]),
     ("03", {"IO_DTYPE": torch.float32}, DTYPE_BAD),
@@ -120,7 +122,7 @@ BAD = [
     ("05", {"OTHER_SEQ_LENS": []}, ["OTHER_SEQ_LENS = []", "non-empty list"]),
     ("05", {"BWD_SEQ_LENS": [1024, 1024, 4096, 8192]}, ["BWD_SEQ_LENS", "no repeats"]),
     ("05", {"FLEX_SEQ_LENS": [4096, 1024]}, ["FLEX_SEQ_LENS = [4096, 1024]", "shortest FlexAttention runs"]),
-    ("05", {"HEADLINE_S": 3000}, ["HEADLINE_S = 3000", f"SEQ_LENS {S_05}"]),
+    ("05", {"HEADLINE_S": 3000}, ["HEADLINE_S = 3000", f"must be one of SEQ_LENS {S_05}"]),
     ("05", {"HEADLINE_S": 2048}, ["HEADLINE_S = 2048", f"BWD_SEQ_LENS {BWD_05}"]),
     ("05", {"HEADLINE_S": 512, "BWD_SEQ_LENS": [512, 1024, 4096, 8192]}, ["HEADLINE_S = 512", "≥ 1024"]),
     ("05", {"FLEX_SEQ_LENS": [1024, 3072]}, ["FLEX_SEQ_LENS = [1024, 3072] has [3072]", f"SEQ_LENS {S_05}"]),
@@ -134,7 +136,7 @@ BAD = [
     *seeds("05"),
 
     ("06", {"CONV_SHAPE": dict(N=32, C=128, H=56, W=56)}, ["CONV_SHAPE = {", "N, C, H, W, K"]),
-    ("06", {"CONV_SHAPE": dict(N=32, C=128, H=56, W=28, K=256)}, ["CONV_SHAPE", "H = 56 and W = 28"]),
+    ("06", {"CONV_SHAPE": dict(N=32, C=128, H=56, W=28, K=256)}, ["CONV_SHAPE = {", "'W': 28", "H == W"]),
     ("06", {"MATMUL_SHAPE": dict(M=2048, N=2048, K=0)}, ["MATMUL_SHAPE = {", "M, N, K"]),
     ("06", {"SDPA_SHAPE": dict(B=2, H=8, S=1024)}, ["SDPA_SHAPE = {", "B, H, S, D"]),
     ("06", {"SDPA_SHAPE": dict(B=2, H=8, S=1024, D=100)}, ["SDPA_SHAPE['D'] = 100", "multiple of 8"]),
@@ -142,7 +144,7 @@ BAD = [
     ("06", {"BAR_GRAPH": "SDPA"}, ["BAR_GRAPH = 'SDPA'", "'SDPA causal'", "'matmul (plain)'"]),
     ("06", {"SPEEDUP_BAR": 0}, ["SPEEDUP_BAR = 0", "number > 0"]),
     ("06", {"WORKER_TIMEOUT_S": -5}, ["WORKER_TIMEOUT_S = -5", "number > 0"]),
-    ("06", {"WORKER_TIMEOUT_S": 0.001}, ["WORKER_TIMEOUT_S = 0.001 is under 1 s", "at least 1"]),
+    ("06", {"WORKER_TIMEOUT_S": 0.001}, ["WORKER_TIMEOUT_S = 0.001 must be at least 1 (seconds)", "always time out"]),
     *ints("06", "REPEATS"), *too_many("06", "REPEATS", high=20),
     *seeds("06"),
 
@@ -151,8 +153,8 @@ BAD = [
     ("07", {"RS": 4}, ["RS = 4", "odd"]),
     ("07", {"SEQ_LENS": [2048, 128]}, ["SEQ_LENS = [2048, 128]", "increasing order"]),
     *ints("07", "HIDDEN", "FFN", "WORKER_BATCH", "WARMUP_BATCH", "N_REQUESTS"),
-    ("07", {"WORKER_BATCH": 16}, ["WORKER_BATCH = 16", f"BATCH_SIZES {SIZES_07}"]),
-    ("07", {"WARMUP_BATCH": 2}, ["WARMUP_BATCH = 2", f"BATCH_SIZES {SIZES_07}"]),
+    ("07", {"WORKER_BATCH": 16}, ["WORKER_BATCH = 16", f"must not be one of BATCH_SIZES {SIZES_07}"]),
+    ("07", {"WARMUP_BATCH": 2}, ["WARMUP_BATCH = 2", f"must not be one of BATCH_SIZES {SIZES_07}"]),
     ("07", {"BENCH_BATCHES": []}, ["BENCH_BATCHES = []", "non-empty list"]),
     ("07", {"BENCH_BATCHES": [8, 24]}, ["BENCH_BATCHES = [8, 24] has [24]", f"BATCH_SIZES {SIZES_07}"]),
     ("07", {"BUCKETS": [64, 8]}, ["BUCKETS = [64, 8]", "increasing order"]),
@@ -177,6 +179,25 @@ def broken_rules(nb: str, changes: dict) -> ParameterError:
     with pytest.raises(ParameterError) as caught:
         check_parameters(nb, namespace)
     return caught.value
+
+
+def test_the_rules_module_neither_installs_the_switch_nor_imports_lesson_code():
+    source = (ROOT / "helpers" / "parameters.py").read_text()
+    imported = {node.module for node in ast.walk(ast.parse(source)) if isinstance(node, ast.ImportFrom)}
+    assert not {m for m in imported if m and ("lessons" in m or "deep_dives" in m)}, imported
+
+
+def test_check_parameters_says_once_that_the_switch_is_off(monkeypatch, capsys):
+    from helpers import deep_dives
+
+    monkeypatch.setattr(deep_dives, "install", lambda: True)   # as in IPython
+    check_parameters("01", dict(defaults("01"), DEEP_DIVES=False))
+    assert capsys.readouterr().out == "DEEP_DIVES = False: the core only. Each deep-dive cell prints one line and is skipped.\n"
+    check_parameters("01", defaults("01"))
+    assert capsys.readouterr().out == ""
+    with pytest.raises(ParameterError):   # the rules first: a broken parameter installs nothing
+        check_parameters("01", dict(defaults("01"), DEEP_DIVES=False, SEED=-1))
+    assert capsys.readouterr().out == ""
 
 
 def test_every_notebook_has_rules():
@@ -268,12 +289,15 @@ def test_the_seed_bound_is_torch_manual_seeds_own():
 
 def test_the_reference_bound_is_the_scores_the_largest_accepted_check_shape_holds():
     """The largest CHECK_S the rule accepts at the stored B, H: its fp32 B·H·S² scores fit the bound, one more does
-    not (the rule reads helpers.lessons.attention.math_fits, the one home of that sum)."""
+    not; and the rule's sum is the one notebook 05's math_fits makes for 4-byte scores."""
     stored = defaults("05")
     b, h = stored["CHECK_B"], stored["CHECK_H"]
     largest = int((parameters.CHECK_SCORES_MAX_GIB * 2**30 / (4 * b * h)) ** 0.5)
     assert check_parameters("05", dict(stored, CHECK_S=largest)) is None
     assert "CHECK_S" in str(broken_rules("05", {"CHECK_S": largest + 1}))
+    from helpers.lessons.attention import math_fits
+    assert math_fits(b, h, largest, parameters.CHECK_SCORES_MAX_GIB, itemsize=4)
+    assert not math_fits(b, h, largest + 1, parameters.CHECK_SCORES_MAX_GIB, itemsize=4)
 
 
 def test_allowed_compile_modes_are_torch_modes_without_cuda_graphs():

@@ -387,13 +387,13 @@ def test_plan_worker_builds_the_first_candidate_that_builds_or_the_saved_plan_by
     from helpers.workers import plan_worker
 
     graph = _Plans()
-    assert plan_worker.build(graph, {"kind": "conv"}) == 1
+    assert plan_worker.build_plan(graph, {"kind": "conv"}) == 1
     assert graph.modes == H.heuristic_modes(DEFAULT_HEURISTICS) and graph.calls[-1] == "build 1"
     graph = _Plans()
-    assert plan_worker.build(graph, {"plan_name": "eng3", "heuristic_modes": ["B"]}) == 2
+    assert plan_worker.build_plan(graph, {"plan_name": "eng3", "heuristic_modes": ["B"]}) == 2
     assert graph.modes == [cudnn.heur_mode.B] and graph.calls[-1] == "build 2"
     with pytest.raises(LookupError, match="eng7"):
-        plan_worker.build(_Plans(), {"plan_name": "eng7", "heuristic_modes": ["A"]})
+        plan_worker.build_plan(_Plans(), {"plan_name": "eng7", "heuristic_modes": ["A"]})
     assert plan_worker.behavior_notes(_Plans()) == ["RUNTIME_COMPILATION"]
 
 

@@ -24,7 +24,7 @@ def fresh(monkeypatch, tmp_path):
     monkeypatch.delitem(sys.modules, "cudnn", raising=False)
     monkeypatch.setattr(libcudnn, "_verified", None, raising=False)
     monkeypatch.setattr(libcudnn, "_torch_loads_cudnn", lambda: None)
-    monkeypatch.setattr(libcudnn, "_loaded_libcudnn", lambda: None)
+    monkeypatch.setattr(libcudnn, "loaded_library", lambda: None)
     folder = tmp_path / "lib"
     folder.mkdir()
     monkeypatch.setenv("LD_LIBRARY_PATH", str(folder))
@@ -135,7 +135,7 @@ def test_a_frontend_that_cannot_be_imported_is_one_line(fresh, monkeypatch, tmp_
 @pytest.mark.parametrize("backend, shown", [(8907, "8.9.7"), (100100, "10.1.0")])
 def test_a_backend_that_is_not_cudnn_9_is_one_line_naming_both_versions(monkeypatch, backend, shown):
     fake_frontend(monkeypatch, backend=backend)
-    monkeypatch.setattr(libcudnn, "_loaded_libcudnn", lambda: "/opt/cudnn/lib/libcudnn.so")
+    monkeypatch.setattr(libcudnn, "loaded_library", lambda: "/opt/cudnn/lib/libcudnn.so")
     with pytest.raises(CudnnVersionError) as err:
         libcudnn.load_cudnn()
     assert_one_line(err.value)

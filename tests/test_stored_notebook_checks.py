@@ -133,7 +133,7 @@ def test_record_prints_the_string_it_writes(tmp_path, monkeypatch, capsys):
     from helpers import device, results
 
     monkeypatch.setenv("COURSE_RESULTS_DIR", str(tmp_path))
-    fake = device.DeviceInfo("Fake GPU", 0, (9, 0), 1, 1.0, 1, {}, None)
+    fake = device.DeviceInfo(name="Fake GPU", index=0, sm=(9, 0), sm_count=1, memory_gb=1.0, l2_bytes=1)
     monkeypatch.setattr(device, "device_info", lambda index=None: fake)
     results.record("02", "fused ms", 0.08293123456, "ms")
     results.record("04", "fp8 rel err", 0.037546712, "")
@@ -143,16 +143,14 @@ def test_record_prints_the_string_it_writes(tmp_path, monkeypatch, capsys):
 
 
 def test_headline_table_uses_plain_decimals(tmp_path, monkeypatch):
-    from helpers import results
-
     monkeypatch.setenv("COURSE_RESULTS_DIR", str(tmp_path))
     (tmp_path / "fake-gpu.csv").write_text(
         "notebook,metric,value,unit,gpu,torch,cudnn_backend,recorded_at\n"
         "02,fused ms,8.293e-05,ms,F,t,1,d\n02,fused TFLOP/s,713.812,TFLOP/s,F,t,1,d\n04,speedup,1.5649,x,F,t,1,d\n")
-    table = results.headline_table("fake-gpu")
+    table = RC.headline_table("fake-gpu")
     assert "e-05" not in table and "0.00008293 ms" in table and "713.8 TFLOP/s" in table
     assert table.index("02") < table.index("fused ms") < table.index("04") < table.index("speedup")
-    assert [results.plain(v) for v in (1234.5678, 0.5, 0)] == ["1,235", "0.5000", "0"]
+    assert [RC.plain(v) for v in (1234.5678, 0.5, 0)] == ["1,235", "0.5000", "0"]
 
 
 # ------------------------------------------------------------------ one repository everywhere
@@ -418,7 +416,7 @@ def test_two_outputs_hash_alike_exactly_when_nbval_finds_them_equal(other, same)
 def test_write_stamp_records_the_output_hashes(monkeypatch):
     from helpers import device
 
-    fake = device.DeviceInfo("Fake GPU", 0, (9, 0), 1, 1.0, 1, {}, None)
+    fake = device.DeviceInfo(name="Fake GPU", index=0, sm=(9, 0), sm_count=1, memory_gb=1.0, l2_bytes=1)
     monkeypatch.setattr(device, "device_info", lambda index=None: fake)
     monkeypatch.setattr(device, "versions", lambda: {"torch": "2.13.0"})
     nb = nbformat.read(N.NB_DIR / NB02, as_version=4)
@@ -437,7 +435,7 @@ def test_tools_execute_records_the_output_hashes_and_the_prose_in_the_stamp(tmp_
     from tools import execute as EX
 
     monkeypatch.setattr(EX, "LOG_DIR", tmp_path / "logs")
-    fake = device.DeviceInfo("Fake GPU", 0, (9, 0), 1, 1.0, 1, {}, None)
+    fake = device.DeviceInfo(name="Fake GPU", index=0, sm=(9, 0), sm_count=1, memory_gb=1.0, l2_bytes=1)
     monkeypatch.setattr(device, "device_info", lambda index=None: fake)
     monkeypatch.setattr(device, "versions", lambda: {"torch": "2.13.0"})
     nb = new_notebook(cells=[

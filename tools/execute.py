@@ -221,7 +221,7 @@ def main(argv=None) -> int:
         for p in paths:
             report(execute_one(p, args.output_dir, args.timeout, args.allow_errors, args.core))
 
-    from helpers.results import headline_table
+    from .results_csv import headline_table
 
     if not args.output_dir:  # the CSV and the pins are derived from the stored notebooks, so they cannot drift
         sync_results()

@@ -2,10 +2,14 @@
 ``results/<gpu>.csv`` derived from them (so the committed numbers and the notebooks cannot drift)."""
 from __future__ import annotations
 
+import itertools
+import math
 import re
 from pathlib import Path
 
 from helpers.results import read as read_results
+from helpers.results import results_dir as default_results_dir
+from helpers.results import write
 
 from .notebooks import notebook_paths, stamp
 
@@ -83,14 +87,38 @@ def sync_results(paths=None, results_dir: Path | None = None) -> list[Path]:
     """Rewrite ``results/<gpu>.csv`` from the stored outputs of the notebooks (all by default)."""
     import nbformat
 
-    from helpers.results import results_dir as default_dir
-    from helpers.results import write
-
-    results_dir = Path(results_dir or default_dir())
+    folder = Path(results_dir or default_results_dir())
     notebooks = {Path(p).name: nbformat.read(p, as_version=4) for p in (paths or notebook_paths())}
     written = []
     for slug, rows in derived_results(notebooks).items():
-        path = results_dir / f"{slug}.csv"
+        path = folder / f"{slug}.csv"
         write(path, sorted(rows, key=lambda r: r["notebook"]))
         written.append(path)
     return written
+
+
+def plain(value: float, digits: int = 4) -> str:
+    """A number with ``digits`` significant digits as a plain decimal (never scientific notation)."""
+    value = float(value)
+    if value == 0 or not math.isfinite(value):
+        return f"{value:g}"
+    decimals = max(0, digits - 1 - math.floor(math.log10(abs(value))))
+    return f"{value:,.{decimals}f}"
+
+
+def headline_table(gpu_slug: str | None = None) -> str:
+    """One GPU's recorded numbers (this GPU's by default) as text, grouped by notebook, plain decimals with units:
+    what ``make run`` prints at the end."""
+    if gpu_slug is None:
+        from helpers.device import device_info
+
+        gpu_slug = device_info().slug
+    rows = sorted(read_results(default_results_dir() / f"{gpu_slug}.csv"), key=lambda r: r["notebook"])   # stable
+    if not rows:
+        return "  (none recorded)"
+    width = max(len(r["metric"]) for r in rows)
+    lines = []
+    for notebook, group in itertools.groupby(rows, key=lambda r: r["notebook"]):
+        lines.append(f"  {notebook}")
+        lines += [f"      {r['metric']:<{width}}  {plain(r['value']):>12} {r['unit']}".rstrip() for r in group]
+    return "\n".join(lines)

@@ -45,18 +45,20 @@ def mse_loss(model, x, target):
     return F.mse_loss(model(x).float(), target)
 
 
-def train_step(model, x, target, *, lr: float, loss_fn: Callable = mse_loss) -> Callable:
-    """One training step (forward, backward, AdamW with learning rate ``lr``) on the batch ``x`` as a function
-    of no arguments; it returns the loss tensor (no sync)."""
-    optimizer = torch.optim.AdamW(model.parameters(), lr=lr)
-
+def _step(model, optimizer, x, target, loss_fn: Callable, *, free_grads: bool) -> Callable:
     def step():
-        optimizer.zero_grad(set_to_none=True)
+        optimizer.zero_grad(set_to_none=free_grads)
         loss = loss_fn(model, x, target)
         loss.backward()
         optimizer.step()
         return loss
     return step
+
+
+def train_step(model, x, target, *, lr: float, loss_fn: Callable = mse_loss) -> Callable:
+    """One training step (forward, backward, AdamW with learning rate ``lr``) on the batch ``x`` as a function
+    of no arguments; it returns the loss tensor (no sync)."""
+    return _step(model, torch.optim.AdamW(model.parameters(), lr=lr), x, target, loss_fn, free_grads=True)
 
 
 def captured_step(model, x, target, *, lr: float, loss_fn: Callable = mse_loss, warmup: int = 3):
@@ -70,14 +72,8 @@ def captured_step(model, x, target, *, lr: float, loss_fn: Callable = mse_loss, 
     the step recorded on torch's capture stream. Each ``replay()`` is one more training step of ``model``.
     """
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, capturable=True)
-
-    def step():
-        optimizer.zero_grad(set_to_none=False)   # keep the gradient buffers: the graph owns their addresses
-        loss = loss_fn(model, x, target)
-        loss.backward()
-        optimizer.step()
-        return loss
-
+    # gradients zeroed, not freed: the graph owns their addresses
+    step = _step(model, optimizer, x, target, loss_fn, free_grads=False)
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):

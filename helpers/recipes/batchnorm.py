@@ -17,20 +17,14 @@ import torch
 
 from ..checking import poison_
 from ..graphs import GraphIO
-from ._common import new_graph
-
-CL = torch.channels_last
+from ._common import CL, new_graph, outputs, seeded_randn
 
 
 def make_tensors(n: int, c: int, hw: int, *, dtype: torch.dtype, seed: int | None = None,
                  device: str = "cuda") -> dict:
     """x [n,c,hw,hw] NHWC (mean 0.5, std 2 per element), fp32 scale/bias [1,c,1,1], running mean 0 and var 1 (a
     fresh layer's), dy like x, and NaN-poisoned outputs: y, dx (like x); mean, inv_var, dscale, dbias [1,c,1,1]."""
-    gen = torch.Generator(device=device).manual_seed(seed) if seed is not None else None
-
-    def rand(*shape):
-        return torch.randn(*shape, device=device, dtype=torch.float32, generator=gen)
-
+    rand = seeded_randn(seed, device)
     stat = (1, c, 1, 1)
     t = dict(x=(0.5 + 2 * rand(n, c, hw, hw)).to(dtype).to(memory_format=CL),
              scale=1 + 0.25 * rand(*stat), bias=0.1 * rand(*stat),
@@ -50,9 +44,7 @@ def backward_graph(t: dict, *, handle=None, **options):
         grad=io.input("dy", t["dy"], layout=CL), input=io.input("x", t["x"], layout=CL),
         scale=io.input("scale", t["scale"]), mean=io.input("mean", t["mean"]),
         inv_variance=io.input("inv_var", t["inv_var"]), name="bn_backward")
-    io.output("dx", dx, t["dx"])
-    io.output("dscale", dscale, t["dscale"])
-    io.output("dbias", dbias, t["dbias"])
+    outputs(io, t, dx=dx, dscale=dscale, dbias=dbias)
     return g, io
 
 

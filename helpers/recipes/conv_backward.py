@@ -16,18 +16,16 @@ import torch
 
 from ..checking import poison_
 from ..graphs import GraphIO
-from ._common import new_graph
-from .conv_bias_relu import CL, out_size
+from . import conv_bias_relu
+from ._common import CL, new_graph, seeded_randn
+from .conv_bias_relu import out_size
 
 
 def make_tensors(n: int, c: int, hw: int, k: int, rs: int = 3, pad: int = 1, stride: int = 1, *,
                  dtype: torch.dtype, seed: int | None = None, device: str = "cuda") -> dict:
     """x [n,c,hw,hw] = relu(noise) (a ReLU's output: about half zeros), w [k,c,rs,rs] scaled by 1/sqrt(c·rs·rs),
     dy [n,k,p,p] (the incoming gradient), and NaN-poisoned dx (like x) and dw (like w); all NHWC in ``dtype``."""
-    gen = torch.Generator(device=device).manual_seed(seed) if seed is not None else None
-
-    def rand(*shape):
-        return torch.randn(*shape, device=device, dtype=torch.float32, generator=gen)
+    rand = seeded_randn(seed, device)
 
     def nhwc(values):
         return values.to(dtype).to(memory_format=CL)
@@ -78,8 +76,5 @@ def reference(t: dict, *, padding: int = 1, stride: int = 1,
 
 
 def flops(t: dict) -> float:
-    """2 · N·K·P·Q · C·R·S: dgrad and wgrad each do as many multiply-adds as the forward."""
-    n, c, _, _ = t["x"].shape
-    k, _, r, s = t["w"].shape
-    _, _, p, q = t["dy"].shape
-    return 2.0 * n * k * p * q * c * r * s
+    """The forward's FLOPs: dgrad and wgrad each do as many multiply-adds as the forward."""
+    return conv_bias_relu.flops({"x": t["x"], "w": t["w"], "y": t["dy"]})

@@ -11,9 +11,7 @@ import torch
 
 from ..checking import poison_
 from ..graphs import GraphIO
-from ._common import new_graph
-
-CL = torch.channels_last
+from ._common import CL, new_graph, seeded_randn
 
 
 def out_size(size: int, filt: int, pad: int, stride: int) -> int:
@@ -25,11 +23,7 @@ def make_tensors(n: int, c: int, hw: int, k: int, rs: int = 3, pad: int = 1, str
                  dtype: torch.dtype, seed: int | None = None, device: str = "cuda") -> dict:
     """Random NHWC x [n,c,hw,hw], filter w [k,c,rs,rs] scaled by 1/sqrt(c·rs·rs) (outputs stay near 1),
     bias b [1,k,1,1], and a NaN-poisoned NHWC output y. ``seed`` makes them reproducible across processes."""
-    gen = torch.Generator(device=device).manual_seed(seed) if seed is not None else None
-
-    def rand(*shape):
-        return torch.randn(*shape, device=device, dtype=torch.float32, generator=gen)
-
+    rand = seeded_randn(seed, device)
     p = out_size(hw, rs, pad, stride)
     y = torch.empty(n, k, p, p, device=device, dtype=dtype).to(memory_format=CL)
     return dict(x=rand(n, c, hw, hw).to(dtype).to(memory_format=CL),

@@ -21,18 +21,14 @@ import torch.nn.functional as F
 from ..checking import poison_
 from ..graphs import GraphIO
 from ..libcudnn import load_cudnn
-from ._common import new_graph
+from ._common import inputs, new_graph, outputs, seeded_randn
 
 
 def make_tensors(rows: int, hidden: int, *, dtype: torch.dtype, seed: int | None = None,
                  device: str = "cuda") -> dict:
     """Inputs x, r (a residual), dy [rows,hidden,1,1]; γ near 1 and β near 0 [1,hidden,1,1]; NaN-poisoned outputs
     y, h, dx (like x), inv_var and mean [rows,1,1,1] fp32, dscale and dbias (like γ)."""
-    gen = torch.Generator(device=device).manual_seed(seed) if seed is not None else None
-
-    def rand(*shape):
-        return torch.randn(*shape, device=device, dtype=torch.float32, generator=gen)
-
+    rand = seeded_randn(seed, device)
     t = dict(x=rand(rows, hidden, 1, 1).to(dtype), r=rand(rows, hidden, 1, 1).to(dtype),
              dy=rand(rows, hidden, 1, 1).to(dtype), scale=(1 + 0.1 * rand(1, hidden, 1, 1)).to(dtype),
              bias=(0.1 * rand(1, hidden, 1, 1)).to(dtype))
@@ -55,10 +51,10 @@ def rmsnorm_graph(t: dict, *, eps: float = 1e-5, handle=None, **options):
     written out in notebook 04.)"""
     g = new_graph(t["x"].dtype, handle, **options)
     io = GraphIO(g)
-    y, inv_var = g.rmsnorm(input=io.input("x", t["x"]), scale=io.input("scale", t["scale"]),
-                           epsilon=io.scalar("eps", eps, rank=4), norm_forward_phase=_training(), name="rmsnorm")
-    io.output("y", y, t["y"])
-    io.output("inv_var", inv_var, t["inv_var"])
+    x, scale = inputs(io, t, "x", "scale")
+    y, inv_var = g.rmsnorm(input=x, scale=scale, epsilon=io.scalar("eps", eps, rank=4), norm_forward_phase=_training(),
+                           name="rmsnorm")
+    outputs(io, t, y=y, inv_var=inv_var)
     return g, io
 
 
@@ -68,8 +64,9 @@ def rmsnorm_fp8_graph(t: dict, *, eps: float = 1e-5, handle=None, **options):
     cudnn = load_cudnn(need_gpu=False)
     g = new_graph(t["x"].dtype, handle, **options)
     io = GraphIO(g)
-    y, inv_var = g.rmsnorm(input=io.input("x", t["x"]), scale=io.input("scale", t["scale"]),
-                           epsilon=io.scalar("eps", eps, rank=4), norm_forward_phase=_training(), name="rmsnorm")
+    x, scale = inputs(io, t, "x", "scale")
+    y, inv_var = g.rmsnorm(input=x, scale=scale, epsilon=io.scalar("eps", eps, rank=4), norm_forward_phase=_training(),
+                           name="rmsnorm")
     io.output("inv_var", inv_var, t["inv_var"])
     amax = g.reduction(y, mode=cudnn.reduction_mode.AMAX, compute_data_type=torch.float32, name="amax")
     io.output("amax", amax, t["amax"])
@@ -81,12 +78,10 @@ def rmsnorm_backward_graph(t: dict, *, handle=None, **options):
     """dx, dγ from dy, x, γ and the forward's inv_var (no β); not yet built: ``(graph, io)``."""
     g = new_graph(t["x"].dtype, handle, **options)
     io = GraphIO(g)
-    dx, dscale, _ = g.rmsnorm_backward(grad=io.input("dy", t["dy"]), input=io.input("x", t["x"]),
-                                       scale=io.input("scale", t["scale"]),
-                                       inv_variance=io.input("inv_var", t["inv_var"]),
-                                       has_dbias=False, name="rmsnorm_backward")
-    io.output("dx", dx, t["dx"])
-    io.output("dscale", dscale, t["dscale"])
+    dy, x, scale, inv_var = inputs(io, t, "dy", "x", "scale", "inv_var")
+    dx, dscale, _ = g.rmsnorm_backward(grad=dy, input=x, scale=scale, inv_variance=inv_var, has_dbias=False,
+                                       name="rmsnorm_backward")
+    outputs(io, t, dx=dx, dscale=dscale)
     return g, io
 
 
@@ -94,12 +89,10 @@ def layernorm_graph(t: dict, *, eps: float = 1e-5, handle=None, **options):
     """y = (x - mean) · inv_var · γ + β, mean and inv_var saved (training); not yet built: ``(graph, io)``."""
     g = new_graph(t["x"].dtype, handle, **options)
     io = GraphIO(g)
-    y, mean, inv_var = g.layernorm(input=io.input("x", t["x"]), scale=io.input("scale", t["scale"]),
-                                   bias=io.input("bias", t["bias"]), epsilon=io.scalar("eps", eps, rank=4),
+    x, scale, bias = inputs(io, t, "x", "scale", "bias")
+    y, mean, inv_var = g.layernorm(input=x, scale=scale, bias=bias, epsilon=io.scalar("eps", eps, rank=4),
                                    norm_forward_phase=_training(), name="layernorm")
-    io.output("y", y, t["y"])
-    io.output("mean", mean, t["mean"])
-    io.output("inv_var", inv_var, t["inv_var"])
+    outputs(io, t, y=y, mean=mean, inv_var=inv_var)
     return g, io
 
 
@@ -107,12 +100,10 @@ def layernorm_backward_graph(t: dict, *, handle=None, **options):
     """dx, dγ, dβ from dy, x, γ and the forward's mean and inv_var; not yet built: ``(graph, io)``."""
     g = new_graph(t["x"].dtype, handle, **options)
     io = GraphIO(g)
-    dx, dscale, dbias = g.layernorm_backward(grad=io.input("dy", t["dy"]), input=io.input("x", t["x"]),
-                                             scale=io.input("scale", t["scale"]), mean=io.input("mean", t["mean"]),
-                                             inv_variance=io.input("inv_var", t["inv_var"]), name="layernorm_backward")
-    io.output("dx", dx, t["dx"])
-    io.output("dscale", dscale, t["dscale"])
-    io.output("dbias", dbias, t["dbias"])
+    dy, x, scale, mean, inv_var = inputs(io, t, "dy", "x", "scale", "mean", "inv_var")
+    dx, dscale, dbias = g.layernorm_backward(grad=dy, input=x, scale=scale, mean=mean, inv_variance=inv_var,
+                                             name="layernorm_backward")
+    outputs(io, t, dx=dx, dscale=dscale, dbias=dbias)
     return g, io
 
 

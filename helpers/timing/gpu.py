@@ -2,12 +2,12 @@
 
 ``H.benchmark`` times each call with events around it, so it sees the host's dispatch wherever that is slower
 than the kernels: on a small shape a path with a heavy Python wrapper (``torch.compile``'s guards, the frontend's
-``execute``) looks slower than its kernels are. ``H.gpu_time`` captures the calls in a CUDA graph and
-times the replays: the kernels run back to back, with no Python between them. Report both: per-call
-time is what a Python loop pays; GPU time is what the kernels cost (and what a CUDA graph, notebook
-08, gets you). They are two measurements, not one split: noise, the replay's own launch and a different L2
-or clock state can put per-call time a little below GPU time. ``H.timing_table`` puts them side by side (with
-host time per call), one row per path.
+``execute``) looks slower than its kernels are. ``gpu_time`` captures the calls in a CUDA graph and times the
+replays: the kernels run back to back, with no Python between them. Report both: per-call time is what a Python
+loop pays; GPU time is what the kernels cost (and what a CUDA graph, notebook 08, gets you). They are two
+measurements, not one split: noise, the replay's own launch and a different L2 or clock state can put per-call
+time a little below GPU time. ``gpu_time`` measures; ``gpu_timing_or_reason`` and ``gpu_ms_or_reason`` are views
+of it for a path that may not be capturable; ``timing_table`` puts the clocks side by side, one row per path.
 """
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from ..device import require_gpu
 from ..errors import CourseError, first_line
 from ..handles import get_handle
 from .host import host_us
-from .per_call import Timing, benchmark
+from .per_call import Timing, benchmark, check_timer_args
 
 
 class NotCapturable(CourseError):
@@ -29,21 +29,16 @@ class NotCapturable(CourseError):
 
 def gpu_time(fn: Callable[[], object], *, calls: int = 1, warmup: int = 3, iters: int = 20,
              flush_l2: bool = True) -> Timing:
-    """GPU time of one call of ``fn``: ``calls`` calls captured in a CUDA graph, the graph replayed
-    ``iters`` times (after ``warmup`` untimed calls), each replay timed with events; per call =
-    replay time / ``calls``. With ``flush_l2`` the L2 is overwritten before each replay, outside the
-    events (with ``calls > 1`` only the first call of a replay starts cold).
+    """GPU time of one call of ``fn``: ``calls`` calls captured in a CUDA graph, the graph replayed ``iters``
+    times (after ``warmup`` untimed calls), each replay timed with events; per call = replay time / ``calls``.
+    With ``flush_l2`` the L2 is overwritten before each replay, outside the events (with ``calls > 1`` only the
+    first call of a replay starts cold).
 
-    cuDNN: closures that hold the course's handle (``H.get_handle()``) work as they are — the handle is
-    bound to the capture stream for the capture and back to the current stream afterwards. A handle of
-    your own must be bound inside ``fn``. Raises ``NotCapturable`` (one line) when capture fails or
-    records nothing.
+    cuDNN: closures that hold the course's handle (``H.get_handle()``) work as they are — the handle is bound to
+    the capture stream for the capture and back to the current stream afterwards. A handle of your own must be
+    bound inside ``fn``. Raises ``NotCapturable`` (one line) when capture fails or records nothing.
     """
-    if not callable(fn):
-        raise TypeError(f"fn must be callable, got {type(fn).__name__}")
-    if calls < 1 or iters < 1 or warmup < 0:
-        raise ValueError(f"need calls >= 1, iters >= 1 and warmup >= 0, got calls={calls}, iters={iters}, "
-                         f"warmup={warmup}")
+    check_timer_args(fn, calls=calls, iters=iters, warmup=warmup)
     require_gpu()
     main = torch.cuda.current_stream()
     side = torch.cuda.Stream()
@@ -76,9 +71,8 @@ def gpu_time(fn: Callable[[], object], *, calls: int = 1, warmup: int = 3, iters
 
 def gpu_timing_or_reason(fn: Callable[[], object], *, label: str | None = None,
                          **kwargs) -> tuple[Timing | None, str]:
-    """``(gpu_time's Timing, "")``, or ``(None, one-line reason)`` where ``fn`` cannot be captured: the GPU time
-    with its p10–p90 spread, for a verdict that needs the GPU time's own noise. With ``label`` the reason is also
-    printed as ``label: no GPU time (reason)``. ``kwargs`` go to ``gpu_time``."""
+    """``(gpu_time(fn, **kwargs), "")``, or ``(None, one-line reason)`` where ``fn`` cannot be captured, printed as
+    ``label: no GPU time (reason)`` with ``label``: for a verdict that needs the GPU time's own spread."""
     try:
         return gpu_time(fn, **kwargs), ""
     except NotCapturable as exc:
@@ -88,9 +82,8 @@ def gpu_timing_or_reason(fn: Callable[[], object], *, label: str | None = None,
 
 
 def gpu_ms_or_reason(fn: Callable[[], object], *, label: str | None = None, **kwargs) -> tuple[float, str]:
-    """``(median GPU ms of one call, "")``, or ``(nan, one-line reason)`` where ``fn`` cannot be captured —
-    the course's one way to put a GPU time in a table that must not stop at one path that cannot be captured.
-    With ``label`` the reason is also printed as ``label: no GPU time (reason)``. ``kwargs`` go to ``gpu_time``."""
+    """``gpu_timing_or_reason``'s median ms, NaN where there is none: the course's one way to put a GPU time in a
+    table that must not stop at one path that cannot be captured."""
     timing, reason = gpu_timing_or_reason(fn, label=label, **kwargs)
     return (float("nan"), reason) if timing is None else (timing.median_ms, "")
 

@@ -8,7 +8,7 @@ from typing import Callable
 
 import torch
 
-from .per_call import Timing
+from .per_call import Timing, check_timer_args
 
 
 def host_timing(fn: Callable[[], object], *, warmup: int = 1, iters: int = 50) -> Timing:
@@ -16,10 +16,7 @@ def host_timing(fn: Callable[[], object], *, warmup: int = 1, iters: int = 50) -
     to back while the GPU runs behind (no synchronisation between them), after ``warmup`` untimed calls. What the
     Python side of a call costs: dispatch, argument checks, the launch itself; not the kernels (those are
     ``gpu_time``'s). Fits ``alternating_rounds(..., timer=host_timing)``."""
-    if not callable(fn):
-        raise TypeError(f"fn must be callable, got {type(fn).__name__}")
-    if iters < 1 or warmup < 0:
-        raise ValueError(f"need iters >= 1 and warmup >= 0, got iters={iters}, warmup={warmup}")
+    check_timer_args(fn, iters=iters, warmup=warmup)
     for _ in range(warmup):
         fn()
     torch.cuda.synchronize()

@@ -4,6 +4,8 @@ from __future__ import annotations
 import warnings
 from typing import Callable
 
+from .per_call import check_timer_args
+
 
 def _kernel_events(fn: Callable[[], object]) -> list:
     """The profiler's GPU kernel events of one call of ``fn`` (memcpy/memset left out), after one untimed call
@@ -12,8 +14,7 @@ def _kernel_events(fn: Callable[[], object]) -> list:
     from torch.autograd import DeviceType
     from torch.profiler import ProfilerActivity, profile
 
-    if not callable(fn):
-        raise TypeError(f"fn must be callable, got {type(fn).__name__}")
+    check_timer_args(fn)
     fn()
     torch.cuda.synchronize()
     with warnings.catch_warnings():

@@ -55,6 +55,18 @@ def _quantile(sorted_values: list, q: float) -> float:
     return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (idx - lo)
 
 
+def check_timer_args(fn, **counts: int) -> None:
+    """Every timer's refusal, before it needs a GPU: ``fn`` not callable, or a count out of range (``calls`` and
+    ``iters`` ≥ 1, ``warmup`` ≥ 0; given as two or more)."""
+    if not callable(fn):
+        raise TypeError(f"fn must be callable, got {type(fn).__name__}")
+    need = {name: 0 if name == "warmup" else 1 for name in counts}
+    if any(counts[name] < low for name, low in need.items()):
+        rules = [f"{name} >= {low}" for name, low in need.items()]
+        raise ValueError(f"need {', '.join(rules[:-1])} and {rules[-1]}, got "
+                         f"{', '.join(f'{name}={value}' for name, value in counts.items())}")
+
+
 def benchmark(fn: Callable[[], object], *, warmup: int = 10, iters: int = 50, flush_l2: bool = True,
               max_ms: float | None = None) -> Timing:
     """Time ``fn`` on the current stream with CUDA events.
@@ -64,10 +76,7 @@ def benchmark(fn: Callable[[], object], *, warmup: int = 10, iters: int = 50, fl
     timed run, outside the events. ``max_ms`` bounds a pathologically slow ``fn``:
     if the first timed run takes longer, timing stops there (``cut_off=True``).
     """
-    if not callable(fn):
-        raise TypeError(f"fn must be callable, got {type(fn).__name__}")
-    if iters < 1 or warmup < 0:
-        raise ValueError(f"need iters >= 1 and warmup >= 0, got iters={iters}, warmup={warmup}")
+    check_timer_args(fn, iters=iters, warmup=warmup)
     require_gpu()
     stream = torch.cuda.current_stream()
     if max_ms is not None:  # one probe run decides whether warm-up is affordable

@@ -71,7 +71,7 @@ def make_graph(kind: str, t: dict, handle=None):
     raise ValueError(f"unknown graph kind {kind!r}")
 
 
-def build(graph, spec: dict) -> int:
+def build_plan(graph, spec: dict) -> int:
     """Build ``graph``; the selected plan's index. Without ``spec["plan_name"]`` the heuristics' first choice
     that builds (the plan ``build_plans`` selects); with it, that plan, found by name among the candidates of
     ``spec["heuristic_modes"]`` (notebook 03's saved choice)."""
@@ -112,7 +112,7 @@ def build_one(name: str, spec: dict, dtype: torch.dtype, work: Path, save_output
     torch.cuda.synchronize()
     t0 = time.perf_counter()
     graph, io = make_graph(spec["kind"], t)
-    plan_index = build(graph, spec)
+    plan_index = build_plan(graph, spec)
     ms = (time.perf_counter() - t0) * 1e3
     blob = graph.serialize(as_bytes=True)
     (work / f"{name}.plan").write_bytes(blob)
