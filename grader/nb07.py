@@ -11,7 +11,7 @@ Each checker makes its own inputs and its own kernel cache, and needs a GPU (cuD
 """
 from __future__ import annotations
 
-from . import NotDone, Wrong, checker
+from . import NotDone, Wrong, checker, internals
 
 PROJECTION_SHAPES = [(2, 16), (3, 40), (1, 24)]   # (B, S): batch and sequence length change together
 PROJECTION_K, PROJECTION_N = 64, 128
@@ -20,17 +20,10 @@ SERVE_C, SERVE_K, SERVE_HW = 16, 16, 8            # NHWC x [n, C, HW, HW], K fil
 RESTORE_BUILT, RESTORE_NEW = 2, 5                 # batch the saved cache was built for; batch built from the loaded one
 
 
-def graph_options(graph) -> dict | None:
-    """The options ``graph`` was constructed with (``cudnn.pygraph`` keeps them for lowering), or None where
-    this frontend keeps them elsewhere."""
-    options = getattr(graph, "_cpp_graph_kwargs", None)
-    return options if isinstance(options, dict) else None
-
-
 def options_problem(graph, cache) -> str | None:
     """Why ``graph`` was not constructed with ``kernel_cache=cache`` and ``is_dynamic_shape_enabled=True``
-    (one line), or None. None too when the options cannot be read (see ``graph_options``)."""
-    options = graph_options(graph)
+    (one line), or None. None too when the options cannot be read (``internals.graph_options``)."""
+    options = internals.graph_options(graph)
     if options is None:
         return None
     used = options.get("kernel_cache")
@@ -106,7 +99,7 @@ def check_build_projection(build_projection):
             problem = options_problem(graph, cache)
             if problem:
                 raise Wrong(problem)
-            readable = readable and graph_options(graph) is not None
+            readable = readable and internals.graph_options(graph) is not None
             poison_(y)   # whatever the function wrote into y: from here, only the graph it returned writes it
             graph.execute(pack, workspace_for(graph), handle=get_handle())
             torch.cuda.synchronize()

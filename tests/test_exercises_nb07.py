@@ -12,7 +12,7 @@ import torch
 
 import helpers as H
 import grader as X
-from grader import nb07
+from grader import internals, nb07
 from tests.support import graded, requires_gpu
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -36,7 +36,7 @@ def test_options_problem_names_the_missing_or_foreign_cache_and_dynamic_shapes()
 
 
 def test_options_that_cannot_be_read_are_no_verdict():
-    assert nb07.graph_options(object()) is None
+    assert internals.graph_options(object()) is None
     assert nb07.options_problem(object(), Cache()) is None
 
 
