@@ -151,7 +151,7 @@ def check_run_on_stream(answer):
     from helpers.device import require_gpu, working_dtype
     from helpers.graphs import GraphIO, build, workspace_for
     from helpers.handles import get_handle
-    from helpers.recipes import new_graph
+    from .inputs import new_graph
     from .provenance import tracing
 
     require_gpu()

@@ -14,7 +14,7 @@ torch and the GPU are touched only inside the functions, so this module imports 
 """
 from __future__ import annotations
 
-from . import NotDone, Wrong, checker, grade_output, grading_setup
+from . import NotDone, Wrong, checker, grade_output, grading_setup, inputs
 
 # Small: each answer builds its graph per call, and a checker calls it twice. Channel counts are multiples
 # of 8 (tensor-core kernels); N, C, H=W, K, filter, padding, stride.
@@ -27,13 +27,11 @@ SEED = 2
 
 
 def tensors(*, dtype, device: str = "cuda", seed: int = SEED) -> dict:
-    """The checkers' inputs: the recipe's x, w, b and poisoned y (NHWC), a residual r shaped like y, and a
-    per-channel scale in [0.25, 2] and shift (1xKx1x1). Reproducible for a given seed."""
+    """The checkers' inputs: notebook 02's x, w, b and poisoned y (NHWC, ``inputs.conv_tensors``), a residual r shaped
+    like y, and a per-channel scale in [0.25, 2] and shift (1xKx1x1). Reproducible for a given seed."""
     import torch
 
-    from helpers.recipes.conv_bias_relu import make_tensors
-
-    t = make_tensors(**SHAPE, dtype=dtype, seed=seed, device=device)
+    t = inputs.conv_tensors(**SHAPE, dtype=dtype, seed=seed, device=device)
     gen = torch.Generator(device=device).manual_seed(seed + 1)
     k = SHAPE["k"]
 
@@ -86,13 +84,9 @@ def folded_bn_references(t) -> tuple:
 
 
 def dgrad_tensors(*, dtype, device: str = "cuda", seed: int = SEED) -> dict:
-    """The dgrad checker's inputs, from the conv_backward recipe (NHWC): the incoming gradient dy [n,k,h,w], the
-    filter w [k,c,3,3], x [n,c,h,w] (the previous layer's ReLU output: about half exact zeros) and a NaN-poisoned
-    dx shaped like x. Reproducible for a given seed."""
-    from helpers.recipes.conv_backward import make_tensors
-
-    t = make_tensors(**DGRAD_SHAPE, dtype=dtype, seed=seed, device=device)
-    return {name: t[name] for name in ("dy", "w", "x", "dx")}
+    """The dgrad checker's inputs (``inputs.dgrad_tensors``, NHWC): dy [n,k,h,w], w [k,c,3,3], x [n,c,h,w] (a ReLU's
+    output: about half exact zeros) and a NaN-poisoned dx shaped like x. Reproducible for a given seed."""
+    return inputs.dgrad_tensors(**DGRAD_SHAPE, dtype=dtype, seed=seed, device=device)
 
 
 def dgrad_drelu_references(t) -> tuple:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 import numbers
 
-from . import NotDone, Wrong, checker
+from . import NotDone, Wrong, checker, inputs
 
 # N, C, H=W, K: big enough that the fast plans take some microseconds, small enough that the slowest
 # (FALLBACK) plans stay in the milliseconds.
@@ -30,20 +30,18 @@ ALLOWANCE_MS = 1e-3      # ... and never less than the resolution of CUDA-event 
 
 
 def _problem(seed: int):
-    """The recipe's tensors for SHAPE and the float64 reference."""
+    """Notebook 02's conv tensors for SHAPE and the float64 reference."""
     from helpers.device import working_dtype
-    from helpers.recipes import conv_bias_relu
 
-    t = conv_bias_relu.make_tensors(SHAPE["N"], SHAPE["C"], SHAPE["H"], SHAPE["K"], dtype=working_dtype(), seed=seed)
-    return t, conv_bias_relu.reference(t)
+    t = inputs.conv_tensors(SHAPE["N"], SHAPE["C"], SHAPE["H"], SHAPE["K"], dtype=working_dtype(), seed=seed)
+    return t, inputs.conv_reference(t)
 
 
 def _planned_graph(t):
     """A fresh graph for ``t``, planned with A, B and FALLBACK (one ranked list) and support-checked; not built."""
     from helpers.graphs import heuristic_modes
-    from helpers.recipes import conv_bias_relu
 
-    g, io = conv_bias_relu.graph(t)
+    g, io = inputs.conv_graph(t)
     g.validate()
     g.build_operation_graph()
     g.create_execution_plans(heuristic_modes(MODES))
@@ -149,9 +147,55 @@ def head_to_head(graph, pack, a: int, b: int, rounds: int = 3, iters: int = 20) 
     return out
 
 
+def time_plans(graph, pack: dict, out, ref, *, warmup: int = 3, iters: int = 15):
+    """The checker's pass over every plan, as notebook 03 times them (``autotune.time_plans``): one row per plan,
+    ranked; each plan built (a refusal recorded), run once and checked (``out`` poisoned, then compared with ``ref``),
+    then timed with the L2 flushed, a plan slower than ``MAX_MS`` cut off after one run. Columns: name, result
+    ("timed", "cut off", "build failed: …" or "run failed: …"), check ("PASS", "FAIL"), rel_err, median_ms."""
+    import pandas as pd
+    import torch
+
+    from helpers.checking import check, poison_
+    from helpers.errors import first_line
+    from helpers.graphs import workspace_for
+    from helpers.handles import get_handle
+    from helpers.timing.per_call import benchmark
+
+    handle, rows = get_handle(), {}
+    for i in range(graph.get_execution_plan_count()):
+        row = rows[i] = dict(name=graph.get_plan_name_at_index(i), check="-")
+        try:
+            graph.build_plan_at_index(i)
+        except Exception as exc:
+            row["result"] = "build failed: " + first_line(exc)
+            continue
+        workspace = workspace_for(graph, plan=i)
+
+        def run(i=i, workspace=workspace):
+            graph.execute_plan_at_index(pack, workspace, index=i, handle=handle)
+
+        try:
+            poison_(out)
+            run()
+            if out.is_cuda:
+                torch.cuda.synchronize()
+            verdict = check("plan", out, ref, quiet=True, raise_on_fail=False)
+        except Exception as exc:
+            row["result"] = "run failed: " + first_line(exc)
+            continue
+        timing = benchmark(run, warmup=warmup, iters=iters, flush_l2=True, max_ms=MAX_MS)
+        row.update(check="PASS" if verdict.ok else "FAIL", rel_err=verdict.rel_err,
+                   result="cut off" if timing.cut_off else "timed", median_ms=timing.median_ms)
+    table = pd.DataFrame.from_dict(rows, orient="index").rename_axis("plan")
+    for column in ("rel_err", "median_ms"):
+        if column not in table:
+            table[column] = float("nan")
+    return table
+
+
 def require_timed(index: int, table, ran: set) -> None:
     """``Wrong`` in one line unless the answer executed every plan that the checker could time (``table``, as
-    ``autotune.time_plans`` returns it: a "timed" or "cut off" result) — ``ran``: the plan indices the answer
+    ``time_plans`` returns it: a "timed" or "cut off" result) — ``ran``: the plan indices the answer
     executed. The point of the exercise is the plan chosen by timing: an index returned without running the
     plans is a guess, right or not."""
     runnable = [int(i) for i in table.index[table["result"].isin(("timed", "cut off"))]]
@@ -170,7 +214,6 @@ def require_timed(index: int, table, ran: set) -> None:
 @checker("03.fastest_plan")
 def check_fastest_plan(answer):
     from helpers.device import require_gpu
-    from helpers.recipes import autotune
     from .graph_runs import recording
 
     require_gpu()
@@ -179,7 +222,7 @@ def check_fastest_plan(answer):
     count = graph.get_execution_plan_count()
     # The checker's own pass over every plan, as section 5 does it (each plan checked against the reference);
     # then every plan ahead of the fastest is refused, so the answer's plan list holds failures before the winner.
-    table = autotune.time_plans(graph, io.pack(), check=autotune.check_with(t["y"], ref), warmup=3, iters=15, max_ms=MAX_MS)
+    table = time_plans(graph, io.pack(), t["y"], ref)
     refused = refused_plans(table)
     refuse_plans(graph, refused)
     for i in refused:
@@ -255,13 +298,12 @@ def check_replay_choice(answer):
     from helpers.errors import first_line
     from helpers.graphs import workspace_for
     from helpers.handles import get_handle
-    from helpers.recipes import conv_bias_relu
 
     require_gpu()
     t, ref = _problem(seed=4)
     tuned, _ = _planned_graph(t)
     _, choice = saved_choice(tuned)
-    fresh, io = conv_bias_relu.graph(t)  # constructed only: not validated, not planned
+    fresh, io = inputs.conv_graph(t)  # constructed only: not validated, not planned
     index = plan_index(answer(fresh, dict(choice, knobs=dict(choice["knobs"]))), fresh.get_execution_plan_count())
 
     name = fresh.get_plan_name_at_index(index)

@@ -22,7 +22,7 @@ GPU are touched only inside functions, so this module imports on any machine.
 """
 from __future__ import annotations
 
-from . import NotDone, Wrong, agrees, checker, grade_output, grading_setup
+from . import NotDone, Wrong, agrees, checker, grade_output, grading_setup, inputs
 
 # batch, M, K, N: small (each answer builds its graph per call), whole tiles for the tensor cores
 SILU_SHAPE = (4, 128, 256, 128)
@@ -394,7 +394,7 @@ def check_fp8_matmul_amax(answer) -> str:
 
 # ------------------------------------------------------------------ 04.rmsnorm_backward (deep dive G's RMSNorm)
 def rmsnorm_backward_inputs(*, dtype, device: str = "cuda", seed: int = SEED) -> dict:
-    """The recipe's RMSNorm tensors (``recipes.norms.make_tensors``, made on the CPU: reproducible), shaped
+    """Notebook 04's RMSNorm tensors (``inputs.norm_tensors``, made on the CPU: reproducible), shaped
     ``NORM_SHAPE``, with values chosen so that each usual mistake is far off: x's rows centred (mean 0, so a
     LayerNorm's statistics equal the RMSNorm's and only its centring of dy differs) with a spread from 1/4 to 4
     (inv_var from about 4 to 1/4); dy leaning on x (0.5 x / rms) plus noise plus an offset per row, as a loss
@@ -403,10 +403,8 @@ def rmsnorm_backward_inputs(*, dtype, device: str = "cuda", seed: int = SEED) ->
     forward's saved statistic, so the exercise is the backward alone. dx and dscale are NaN-poisoned."""
     import torch
 
-    from helpers.recipes.norms import make_tensors, rms_reference
-
     rows, hidden = NORM_SHAPE
-    t = make_tensors(rows, hidden, dtype=dtype, seed=seed, device="cpu")
+    t = inputs.norm_tensors(rows, hidden, dtype=dtype, seed=seed, device="cpu")
     gen = torch.Generator().manual_seed(seed + 3)
     unit = t["x"].float()
     unit = unit - unit.mean(dim=1, keepdim=True)
@@ -414,18 +412,16 @@ def rmsnorm_backward_inputs(*, dtype, device: str = "cuda", seed: int = SEED) ->
     t["x"] = (unit * spread).to(dtype)
     offset = 0.5 * torch.randn(rows, 1, 1, 1, generator=gen)
     t["dy"] = (0.5 * unit + t["dy"].float() + offset).to(dtype)
-    t["inv_var"].copy_(rms_reference(t)["inv_var"])
+    t["inv_var"].copy_(inputs.rms_reference(t)["inv_var"])
     keep = ("dy", "x", "scale", "inv_var", "dx", "dscale")
     return {name: t[name].to(device) for name in keep}
 
 
 def rmsnorm_backward_references(t) -> tuple:
-    """``((dx, dscale), (wrong dx, wrong dscale))``: the right gradients in fp32 (the recipe's ``rms_reference``,
-    autograd through ``F.rms_norm``) and, by the mistake that gives it, the usual wrong ones ({message: value}),
-    computed from t's values and the given inv_var."""
-    from helpers.recipes.norms import rms_reference
-
-    ref = rms_reference(t)
+    """``((dx, dscale), (wrong dx, wrong dscale))``: the right gradients in fp32 (``inputs.rms_reference``, autograd
+    through ``F.rms_norm``) and, by the mistake that gives it, the usual wrong ones ({message: value}), computed from
+    t's values and the given inv_var."""
+    ref = inputs.rms_reference(t)
     shape, scale_shape = t["x"].shape, t["scale"].shape
     x, dy, gamma = t["x"].float().flatten(1), t["dy"].float().flatten(1), t["scale"].float().flatten(1)
     inv = t["inv_var"].float().flatten(1)

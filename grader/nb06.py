@@ -9,7 +9,7 @@ Both build tiny matmuls (C[1, 64, 48] = A[1, 64, 32] @ B[1, 32, 48]) in the work
 """
 from __future__ import annotations
 
-from . import NotDone, Wrong, checker, grading_setup
+from . import NotDone, Wrong, checker, grading_setup, inputs
 
 UIDS = {"a": 11, "b": 12, "c": 13}   # the exercise's contract: the reloading side knows only these
 SHAPE = dict(m=64, k=32, n=48)
@@ -53,9 +53,7 @@ def _run_by_uid(graph, t: dict) -> None:
 
 def _matmul_graph(t: dict):
     """The checker's own C = A @ B with the exercise's UIDs (constructed, not built)."""
-    from helpers.recipes import new_graph
-
-    graph = new_graph(t["a"].dtype)
+    graph = inputs.new_graph(t["a"].dtype)
     a = graph.tensor_like(t["a"], name="a").set_uid(UIDS["a"])
     b = graph.tensor_like(t["b"], name="b").set_uid(UIDS["b"])
     graph.matmul(A=a, B=b, name="matmul").set_output(True).set_name("c").set_uid(UIDS["c"])
@@ -144,13 +142,6 @@ def check_round_trip(answer) -> str:
 
 
 # ---------------------------------------------------------------- 06.load_or_build
-def _this_machine() -> dict:
-    """The course's one fingerprint (``plancache.current_fingerprint``), which the plan cache keys entries on."""
-    from helpers.recipes.plancache import current_fingerprint
-
-    return current_fingerprint()
-
-
 def _other(value, *candidates):
     """The first candidate that differs from ``value``: a value another machine (or an upgrade) would have."""
     return next(c for c in candidates if c != value)
@@ -186,7 +177,7 @@ def check_load_or_build(answer) -> str:
     from helpers.graphs import build
     from .provenance import tracing
 
-    here = _this_machine()
+    here = inputs.fingerprint()
     t = _tensors(seed=4)
     mine = _matmul_graph(t)
     key = mine.key()

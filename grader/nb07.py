@@ -11,7 +11,7 @@ Each checker makes its own inputs and its own kernel cache, and needs a GPU (cuD
 """
 from __future__ import annotations
 
-from . import NotDone, Wrong, checker, internals
+from . import NotDone, Wrong, checker, inputs, internals
 
 PROJECTION_SHAPES = [(2, 16), (3, 40), (1, 24)]   # (B, S): batch and sequence length change together
 PROJECTION_K, PROJECTION_N = 64, 128
@@ -169,14 +169,13 @@ def check_serve(serve):
 
     from helpers.checking import check
     from helpers.device import require_gpu, working_dtype
-    from helpers.recipes import conv_bias_relu
     from helpers.libcudnn import load_cudnn
     from .provenance import tracing
 
     require_gpu()
     cudnn = load_cudnn(need_gpu=False)
     dtype = working_dtype()
-    fixed = conv_bias_relu.make_tensors(1, SERVE_C, SERVE_HW, SERVE_K, dtype=dtype, seed=11)
+    fixed = inputs.conv_tensors(1, SERVE_C, SERVE_HW, SERVE_K, dtype=dtype, seed=11)
     w, b = fixed["w"], fixed["b"]
     cache, graphs, seen, kept, returned = cudnn.create_kernel_cache(), {}, [], {}, []
     with tracing(snapshot=True) as trace:
@@ -184,7 +183,7 @@ def check_serve(serve):
         trace.input("b", b)
         for i, batch in enumerate(SERVE_BATCHES, 1):
             what = f"request {i} (batch {batch}{', a shape seen before' if batch in seen else ''})"
-            x = conv_bias_relu.make_tensors(batch, SERVE_C, SERVE_HW, SERVE_K, dtype=dtype, seed=100 + i)["x"]
+            x = inputs.conv_tensors(batch, SERVE_C, SERVE_HW, SERVE_K, dtype=dtype, seed=100 + i)["x"]
             trace.input("x", x)
             with trace.answer():
                 y = serve(x, w, b, graphs, cache)
@@ -195,7 +194,7 @@ def check_serve(serve):
                 got = tuple(y.shape) if isinstance(y, torch.Tensor) else type(y).__name__
                 raise Wrong(f"{what}: serve returned {got}, want a tensor of shape {want}")
             torch.cuda.synchronize()
-            result = check(what, y, conv_bias_relu.reference(dict(x=x, w=w, b=b)), raise_on_fail=False, quiet=True)
+            result = check(what, y, inputs.conv_reference(dict(x=x, w=w, b=b)), raise_on_fail=False, quiet=True)
             if not result.ok:
                 raise Wrong(f"{what}: wrong output ({_why(result)})")
             try:  # y must be what a cuDNN graph wrote from this x, not torch's conv next to graphs only built
@@ -240,7 +239,6 @@ def check_restore_cache(restore_cache):
     from helpers.device import require_gpu, working_dtype
     from helpers.graphs import build, workspace_for
     from helpers.handles import get_handle
-    from helpers.recipes import conv_bias_relu
     from helpers.libcudnn import load_cudnn
     from .provenance import tracing
 
@@ -249,8 +247,8 @@ def check_restore_cache(restore_cache):
     dtype = working_dtype()
 
     def conv_on(cache, batch, seed):
-        t = conv_bias_relu.make_tensors(batch, SERVE_C, SERVE_HW, SERVE_K, dtype=dtype, seed=seed)
-        graph, io = conv_bias_relu.graph(t, kernel_cache=cache, is_dynamic_shape_enabled=True)
+        t = inputs.conv_tensors(batch, SERVE_C, SERVE_HW, SERVE_K, dtype=dtype, seed=seed)
+        graph, io = inputs.conv_graph(t, kernel_cache=cache, is_dynamic_shape_enabled=True)
         build(graph)
         return graph, io, t
 
@@ -277,7 +275,7 @@ def check_restore_cache(restore_cache):
     graph, io, t = conv_on(loaded, RESTORE_NEW, 22)
     graph.execute(io.pack(), workspace_for(graph), handle=get_handle())
     torch.cuda.synchronize()
-    result = check(f"conv batch {RESTORE_NEW} on the restored cache", t["y"], conv_bias_relu.reference(t),
+    result = check(f"conv batch {RESTORE_NEW} on the restored cache", t["y"], inputs.conv_reference(t),
                    raise_on_fail=False, quiet=True)
     if not result.ok:
         raise Wrong(f"a graph built on the restored cache computed a wrong result: {result}")

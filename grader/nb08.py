@@ -22,7 +22,7 @@ from helpers.checking import check, poison_
 from helpers.cuda_runtime import cuda_call, cudart as cuda_runtime
 from helpers.device import require_gpu
 from helpers.libcudnn import load_cudnn
-from . import NotDone, Wrong, checker
+from . import NotDone, Wrong, checker, inputs
 
 TOKENS, HIDDEN, WIDE = 16, 64, 128      # the two-graph MLP: x [1,16,64] -> h [1,16,128] -> y [1,16,64]
 SWAP_TOKENS, SWAP_HIDDEN = 16, 256      # the native-API layer: the shape notebook 08 runs it at
@@ -57,7 +57,6 @@ def make_mlp(seed: int = 0) -> SimpleNamespace:
     require_gpu()
     from helpers.device import working_dtype
     from helpers.graphs import build
-    from helpers.recipes import matmul_bias_act
 
     dtype = working_dtype()
     gen = torch.Generator(device="cuda").manual_seed(seed)
@@ -69,8 +68,8 @@ def make_mlp(seed: int = 0) -> SimpleNamespace:
     w2 = _randn(torch, gen, 1, WIDE, HIDDEN, scale=WIDE ** -0.5, dtype=dtype)
     b2 = _randn(torch, gen, 1, 1, HIDDEN, scale=0.1, dtype=dtype)
     handle = _raw_handle()
-    up, up_io = matmul_bias_act.graph(dict(x=x, w=w1, b=b1, y=h), act="gelu", handle=handle)
-    down, down_io = matmul_bias_act.graph(dict(x=h, w=w2, b=b2, y=y), act="silu", handle=handle)
+    up, up_io = inputs.matmul_graph(dict(x=x, w=w1, b=b1, y=h), act="gelu", handle=handle)
+    down, down_io = inputs.matmul_graph(dict(x=h, w=w2, b=b2, y=y), act="silu", handle=handle)
     build(up)
     build(down)
     size = max(int(up.get_workspace_size()), int(down.get_workspace_size()), 1)
@@ -337,7 +336,6 @@ def make_native_layer(seed: int = 3) -> SimpleNamespace:
     from helpers.features import gate
     from helpers.graphs import build, workspace_for
     from helpers.handles import get_handle
-    from helpers.recipes import matmul_bias_act
 
     gate("native_cuda_graph").require()
     cudart = cuda_runtime()
@@ -348,7 +346,7 @@ def make_native_layer(seed: int = 3) -> SimpleNamespace:
              b=_randn(torch, gen, 1, 1, SWAP_HIDDEN, scale=0.1, dtype=dtype),
              y=torch.empty(1, SWAP_TOKENS, SWAP_HIDDEN, device="cuda", dtype=dtype))
     handle = get_handle()
-    graph, io = matmul_bias_act.graph(t, act="gelu", handle=handle)
+    graph, io = inputs.matmul_graph(t, act="gelu", handle=handle)
     build(graph, notes=[cudnn.behavior_note.SUPPORTS_CUDA_GRAPH_NATIVE_API])   # plans that can populate a CUDA graph
     workspace = workspace_for(graph)
     cuda_graph = cuda_call(cudart.cudaGraphCreate(0))
