@@ -14,9 +14,12 @@ Only the frontend's Python graph is watched: torch's own cuDNN calls (its SDPA, 
 """
 from __future__ import annotations
 
+import operator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Iterator
+
+import torch
 
 from . import Wrong, internals
 
@@ -36,8 +39,6 @@ def _pointer(obj) -> int | None:
 
 def _host_scalar(obj) -> float | None:
     """The value of a one-element CPU tensor (how a pass-by-value scalar travels), else None."""
-    import torch
-
     if isinstance(obj, torch.Tensor) and obj.device.type == "cpu" and obj.numel() == 1:
         return float(obj.reshape(()).item())
     return None
@@ -128,16 +129,27 @@ class GraphRun:
         return out
 
     def node_kinds(self) -> list[str]:
-        """The graph's node types by name (``"SDPA"``, ``"MATMUL"``, ...); empty for a deserialized graph."""
-        return [getattr(getattr(n, "node_type", None), "name", "?") for n in (getattr(self.graph, "nodes", None) or [])]
+        return node_kinds(self.graph)
+
+
+def node_kinds(graph) -> list[str]:
+    """A graph's node types by name (``"SDPA"``, ``"MATMUL"``, ...); empty for a deserialized graph."""
+    return [getattr(getattr(n, "node_type", None), "name", "?") for n in (getattr(graph, "nodes", None) or [])]
+
+
+def distinct(objects) -> list:
+    """``objects`` without repeats (by identity: graphs do not compare by value), in order."""
+    seen: list = []
+    for obj in objects:
+        if not any(obj is s for s in seen):
+            seen.append(obj)
+    return seen
 
 
 def _same_bytes(a, b) -> bool:
     """Whether two tensors hold the same bits (NaN included): False for another shape or dtype."""
     if tuple(a.shape) != tuple(b.shape) or a.dtype != b.dtype:
         return False
-    import torch
-
     return torch.equal(a.detach().contiguous().reshape(-1).view(torch.uint8),
                        b.detach().contiguous().reshape(-1).view(torch.uint8))
 
@@ -151,11 +163,7 @@ class GraphRuns(list):
 
     def graphs(self) -> list:
         """The distinct graphs executed, in the order each first ran."""
-        seen: list = []
-        for run in self:
-            if not any(run.graph is g for g in seen):
-                seen.append(run.graph)
-        return seen
+        return distinct(run.graph for run in self)
 
     def of_graph(self, graph) -> "GraphRuns":
         return GraphRuns(run for run in self if run.graph is graph)
@@ -191,8 +199,6 @@ class GraphRuns(list):
 
 def _snapshot(run: GraphRun) -> None:
     """Copy each output buffer of ``run`` (every torch buffer, where the graph does not say) once it is written."""
-    import torch
-
     outputs = run.output_uids()
     chosen = {uid: b for uid, b in run.buffers.items()
               if isinstance(b, torch.Tensor) and (outputs is None or uid in outputs)}
@@ -203,8 +209,6 @@ def _snapshot(run: GraphRun) -> None:
 
 def _plan_number(index) -> int | None:
     """A plan index as an int (numpy integers included), or None."""
-    import operator
-
     if index is None or isinstance(index, bool):
         return None
     try:
@@ -222,16 +226,13 @@ def _stream_of(graph, handle) -> int | None:
 
 def _capturing() -> bool:
     """Whether torch's current stream is capturing a CUDA graph (False without CUDA)."""
-    import torch
-
     try:
         return torch.cuda.is_available() and torch.cuda.is_current_stream_capturing()
     except Exception:
         return False
 
 
-def _record_execute(runs: GraphRuns, depth: list, original, *, detail: bool, snapshot: bool, at_index: bool,
-                    hooks=None):
+def _record_execute(runs: GraphRuns, depth: list, original, name: str, *, detail: bool, snapshot: bool, hooks=None):
     def execute(self, tensor_dict, *args, **kwargs):
         if depth[0]:  # called by a watched method (an execute_plan_at_index that calls execute): one run, the outer
             return original(self, tensor_dict, *args, **kwargs)
@@ -243,17 +244,12 @@ def _record_execute(runs: GraphRuns, depth: list, original, *, detail: bool, sna
                 result = original(self, tensor_dict, *args, **kwargs)
             finally:
                 depth[0] -= 1
-            if at_index:
-                index = kwargs.get("index", args[1] if len(args) > 1 else 0)
-                handle = kwargs.get("handle", args[2] if len(args) > 2 else None)
-            else:
-                index = internals.selected_plan(self)
-                handle = kwargs.get("handle", args[1] if len(args) > 1 else None)
-            run = GraphRun(self, _plan_number(index), stream=_stream_of(self, handle))
+            given = internals.execute_arguments(name, args, kwargs)
+            index = given.get("index", 0) if "index" in internals.EXECUTES[name] else internals.selected_plan(self)
+            run = GraphRun(self, _plan_number(index), stream=_stream_of(self, given.get("handle")))
             run.captured = hooks.capturing() if hooks is not None else _capturing()
             if detail:
-                uids = kwargs.get("tensor_uids", args[5] if not at_index and len(args) > 5 else None)
-                run.buffers = bound_buffers(self, tensor_dict, uids)
+                run.buffers = bound_buffers(self, tensor_dict, given.get("tensor_uids"))
                 run.values = {uid: v for uid, b in run.buffers.items() if (v := _host_scalar(b)) is not None}
                 if snapshot and not run.captured:   # nothing ran yet inside a capture (and it may not synchronize)
                     _snapshot(run)
@@ -278,9 +274,9 @@ def recording(*, detail: bool = True, snapshot: bool = False, classes: tuple | N
     record into."""
     runs, depth = (GraphRuns() if runs is None else runs), [0]
     classes = classes if classes is not None else internals.graph_classes()
-    wraps = [(cls, name, lambda original, at_index=name != "execute": _record_execute(
-        runs, depth, original, detail=detail, snapshot=snapshot, at_index=at_index, hooks=hooks))
-        for cls in classes for name in internals.EXECUTES]
+    wraps = [(cls, name, lambda original, name=name: _record_execute(
+        runs, depth, original, name, detail=detail, snapshot=snapshot, hooks=hooks)) for cls in classes
+        for name in internals.EXECUTES]
     with internals.wrapped(wraps) as count:
         if not count:   # a frontend that moved its execute methods: recording nothing would fail every right answer
             raise RuntimeError(f"graph_runs.recording found no execute method to watch on {classes}")

@@ -16,7 +16,9 @@ from typing import Callable, Iterator
 FRONTEND, TORCH = "nvidia-cudnn-frontend", "torch"
 
 # The methods wrapped while an answer is graded (each defined on its class itself, so that it can be put back).
-EXECUTES = ("execute", "execute_plan_at_index")        # cudnn.pygraph: every execute, with its variant pack
+# cudnn.pygraph's executes, with the parameters that follow the variant pack, in their positional order:
+EXECUTES = {"execute": ("workspace", "handle", "override_uids", "override_shapes", "override_strides", "tensor_uids"),
+            "execute_plan_at_index": ("workspace", "index", "handle")}
 BUILDS = {"validate": "validate", "build_plans": "build", "build_plan_at_index": "build"}   # pygraph: what it logs
 CAPTURES = ("capture_begin", "capture_end", "replay")   # torch.cuda.CUDAGraph
 CACHE_LOAD = "deserialize"                              # the frontend's kernel cache
@@ -63,6 +65,11 @@ def graph_options(graph) -> dict | None:
     cannot be read."""
     options = getattr(graph, "_cpp_graph_kwargs", None)
     return options if isinstance(options, dict) else None
+
+
+def execute_arguments(name: str, args: tuple, kwargs: dict) -> dict:
+    """What a call of the execute method ``name`` passed after its variant pack, by parameter name."""
+    return {**dict(zip(EXECUTES[name], args)), **kwargs}
 
 
 @functools.lru_cache(maxsize=None)
@@ -179,34 +186,37 @@ def _binds_itself() -> bool:
     return any(buffer is x for buffer in bound_inputs(graph).values())
 
 
-def _handle_stream() -> bool:
-    handle = cudnn().Handle(None, 0, 7)
-    return handle.stream == 7 and graph_handle(cudnn().pygraph(handle=handle)) is handle
-
-
 def _options_kept() -> bool:
     cache = object()
     options = graph_options(cudnn().pygraph(kernel_cache=cache, is_dynamic_shape_enabled=True)) or {}
     return options.get("kernel_cache") is cache and options.get("is_dynamic_shape_enabled") is True
 
 
+def _handle_kept() -> bool:
+    handle = cudnn().Handle(None, 0, 7)
+    return handle.stream == 7 and graph_handle(cudnn().pygraph(handle=handle)) is handle
+
+
 def _defines(classes: tuple, names) -> bool:
-    return bool(classes) and all(name in vars(cls) for cls in classes for name in names)
+    return all(cls is not None and name in vars(cls) for cls in classes for name in names) and bool(classes)
 
 
-def _captures_through_methods() -> bool:
+def _executes() -> bool:
+    import inspect
+
+    pygraph = cudnn().pygraph
+    return _defines((pygraph,), [*EXECUTES, *BUILDS]) and all(
+        list(inspect.signature(getattr(pygraph, name)).parameters)[2:2 + len(after)] == list(after)
+        for name, after in EXECUTES.items())
+
+
+def _captures() -> bool:
     import inspect
 
     import torch
 
-    source = inspect.getsource(torch.cuda.graph)
+    source = inspect.getsource(torch.cuda.graph)   # the capture learners write goes through the wrapped methods
     return _defines(cuda_graph_classes(), CAPTURES) and all(f".{name}(" in source for name in CAPTURES[:2])
-
-
-def _has_sleep() -> bool:
-    import torch
-
-    return callable(getattr(torch.cuda, "_sleep", None))
 
 
 def _sees_operators() -> bool:
@@ -223,66 +233,56 @@ def _reads_schemas() -> bool:
 
     aten = torch.ops.aten
     copy, mm_out, view = op(aten.copy_.default), op(aten.mm.out), op(aten.view.default)
-    return (copy.arguments[0][1:] == (True, False) and not copy.arguments[1][1] and mm_out.arguments[-1][1:] == (True, True)
-            and view.aliased == (True,) and view.free and not mm_out.free)
+    return (copy.arguments[0][1:] == (True, False) and not copy.arguments[1][1] and view.aliased == (True,)
+            and mm_out.arguments[-1][1:] == (True, True) and view.free and not mm_out.free)
 
 
-@dataclass(frozen=True)
-class Assumption:
-    library: str
-    broken: str                 # how an upgrade that breaks it reads
-    loses: str                  # what grading can no longer do
-    holds: Callable[[], bool]   # the check, on the CPU
+def _sleeps() -> bool:
+    import torch
+
+    return callable(getattr(torch.cuda, "_sleep", None))
 
 
+# key: (library, how an upgrade that breaks it reads, what grading loses, its check on the CPU)
 ASSUMPTIONS = {
-    "data_bindings": Assumption(FRONTEND, "pygraph has no _data_bindings",
-                                "the graders cannot see which tensors an execute bound", _binds_itself),
-    "plan_index": Assumption(FRONTEND, "pygraph has no _plan_index",
-                             "the graders cannot tell which plan a plain execute() ran",
-                             lambda: selected_plan(cudnn().pygraph()) == 0),
-    "graph_handle": Assumption(FRONTEND, "pygraph keeps no _handle, or cudnn.Handle no stream",
-                               "the graders cannot tell which stream an execute ran on", _handle_stream),
-    "graph_options": Assumption(FRONTEND, "pygraph keeps no _cpp_graph_kwargs with kernel_cache and "
-                                "is_dynamic_shape_enabled", "07's checkers cannot read how a graph was made",
-                                _options_kept),
-    "graph_methods": Assumption(FRONTEND, f"pygraph does not define {', '.join([*EXECUTES, *BUILDS])} itself",
-                                "the graders cannot record an answer's executes and builds",
-                                lambda: _defines(graph_classes(), [*EXECUTES, *BUILDS])),
-    "kernel_cache": Assumption(FRONTEND, f"create_kernel_cache() names no class with {CACHE_LOAD}",
-                               "07.restore_cache cannot see a cache loaded",
-                               lambda: _defines((kernel_cache_class(),) if kernel_cache_class() else (), [CACHE_LOAD])),
-    "cuda_graph": Assumption(TORCH, f"torch.cuda.CUDAGraph does not define {', '.join(CAPTURES)}, or torch.cuda.graph "
-                             "captures without them", "08's checkers cannot see a capture or a replay",
-                             _captures_through_methods),
-    "gpu_sleep": Assumption(TORCH, "torch.cuda has no _sleep", "01.run_on_stream cannot hold a stream behind a GPU wait",
-                            _has_sleep),
-    "dispatch_mode": Assumption(TORCH, "torch.utils._python_dispatch.TorchDispatchMode does not show each operator",
-                                "the graders cannot see the torch operators an answer runs", _sees_operators),
-    "op_schema": Assumption(TORCH, "an operator's _schema does not say which arguments it writes and which results "
-                            "alias them", "the graders cannot tell what a torch operator read and wrote",
-                            _reads_schemas),
+    "data_bindings": (FRONTEND, "pygraph has no _data_bindings", "the graders cannot see which tensors an execute bound",
+                      _binds_itself),
+    "plan_index": (FRONTEND, "pygraph has no _plan_index", "the graders cannot tell which plan a plain execute() ran",
+                   lambda: selected_plan(cudnn().pygraph()) == 0),
+    "graph_handle": (FRONTEND, "pygraph keeps no _handle, or cudnn.Handle no stream", "the graders cannot tell which "
+                     "stream an execute ran on", _handle_kept),
+    "graph_options": (FRONTEND, "pygraph keeps no _cpp_graph_kwargs with kernel_cache and is_dynamic_shape_enabled",
+                      "07's checkers cannot read how a graph was made", _options_kept),
+    "graph_methods": (FRONTEND, f"pygraph does not define {', '.join([*EXECUTES, *BUILDS])} itself, or its executes "
+                      "take other parameters after the variant pack", "the graders cannot record an answer's executes "
+                      "and builds", _executes),
+    "kernel_cache": (FRONTEND, f"create_kernel_cache() names no class with {CACHE_LOAD}",
+                     "07.restore_cache cannot see a cache loaded", lambda: _defines((kernel_cache_class(),), [CACHE_LOAD])),
+    "cuda_graph": (TORCH, f"torch.cuda.CUDAGraph does not define {', '.join(CAPTURES)}, or torch.cuda.graph captures "
+                   "without them", "08's checkers cannot see a capture or a replay", _captures),
+    "gpu_sleep": (TORCH, "torch.cuda has no _sleep", "01.run_on_stream cannot hold a stream behind a GPU wait", _sleeps),
+    "dispatch_mode": (TORCH, "torch.utils._python_dispatch.TorchDispatchMode does not show each operator",
+                      "the graders cannot see the torch operators an answer runs", _sees_operators),
+    "op_schema": (TORCH, "an operator's _schema does not say which arguments it writes and which results alias them",
+                  "the graders cannot tell what a torch operator read and wrote", _reads_schemas),
 }
-
-
-def version(library: str) -> str:
-    from importlib.metadata import PackageNotFoundError, version as installed
-
-    try:
-        return installed(library)
-    except PackageNotFoundError:
-        return "(not installed)"
 
 
 def holds(key: str) -> bool:
     """Whether assumption ``key`` holds here (a check that raises says it does not)."""
     try:
-        return bool(ASSUMPTIONS[key].holds())
+        return bool(ASSUMPTIONS[key][3]())
     except Exception:
         return False
 
 
 def broken(key: str) -> str:
     """The one line for assumption ``key`` failing: ``library version: what broke: what grading loses``."""
-    row = ASSUMPTIONS[key]
-    return f"{row.library} {version(row.library)}: {row.broken}: {row.loses}"
+    from importlib.metadata import PackageNotFoundError, version
+
+    library, what, loses, _ = ASSUMPTIONS[key]
+    try:
+        installed = version(library)
+    except PackageNotFoundError:
+        installed = "(not installed)"
+    return f"{library} {installed}: {what}: {loses}"

@@ -16,8 +16,20 @@ from __future__ import annotations
 
 import math
 import numbers
+import operator
+import statistics
 
+import pandas as pd
+import torch
+
+from helpers.checking import check, poison_
+from helpers.device import require_gpu, working_dtype
+from helpers.errors import first_line
+from helpers.graphs import heuristic_modes, workspace_for
+from helpers.handles import get_handle
+from helpers.timing.per_call import benchmark
 from . import NotDone, Wrong, checker, inputs
+from .graph_runs import recording
 
 # N, C, H=W, K: big enough that the fast plans take some microseconds, small enough that the slowest
 # (FALLBACK) plans stay in the milliseconds.
@@ -31,16 +43,12 @@ ALLOWANCE_MS = 1e-3      # ... and never less than the resolution of CUDA-event 
 
 def _problem(seed: int):
     """Notebook 02's conv tensors for SHAPE and the float64 reference."""
-    from helpers.device import working_dtype
-
     t = inputs.conv_tensors(SHAPE["N"], SHAPE["C"], SHAPE["H"], SHAPE["K"], dtype=working_dtype(), seed=seed)
     return t, inputs.conv_reference(t)
 
 
 def _planned_graph(t):
     """A fresh graph for ``t``, planned with A, B and FALLBACK (one ranked list) and support-checked; not built."""
-    from helpers.graphs import heuristic_modes
-
     g, io = inputs.conv_graph(t)
     g.validate()
     g.build_operation_graph()
@@ -96,8 +104,6 @@ def refuse_plans(graph, refused) -> None:
 
 
 def _as_index(value):
-    import operator
-
     try:
         return operator.index(value)
     except TypeError:
@@ -125,12 +131,6 @@ def _ms(value: float) -> str:
 
 def head_to_head(graph, pack, a: int, b: int, rounds: int = 3, iters: int = 20) -> dict:
     """Plans ``a`` and ``b`` timed in alternation (L2 flushed): ``{index: (median_ms, p10_ms, p90_ms)}``."""
-    import statistics
-
-    from helpers.graphs import workspace_for
-    from helpers.handles import get_handle
-    from helpers.timing.per_call import benchmark
-
     handle = get_handle()
     runs = {}
     for i in (a, b):
@@ -152,15 +152,6 @@ def time_plans(graph, pack: dict, out, ref, *, warmup: int = 3, iters: int = 15)
     ranked; each plan built (a refusal recorded), run once and checked (``out`` poisoned, then compared with ``ref``),
     then timed with the L2 flushed, a plan slower than ``MAX_MS`` cut off after one run. Columns: name, result
     ("timed", "cut off", "build failed: …" or "run failed: …"), check ("PASS", "FAIL"), rel_err, median_ms."""
-    import pandas as pd
-    import torch
-
-    from helpers.checking import check, poison_
-    from helpers.errors import first_line
-    from helpers.graphs import workspace_for
-    from helpers.handles import get_handle
-    from helpers.timing.per_call import benchmark
-
     handle, rows = get_handle(), {}
     for i in range(graph.get_execution_plan_count()):
         row = rows[i] = dict(name=graph.get_plan_name_at_index(i), check="-")
@@ -213,9 +204,6 @@ def require_timed(index: int, table, ran: set) -> None:
 # ------------------------------------------------------------------ 03.fastest_plan
 @checker("03.fastest_plan")
 def check_fastest_plan(answer):
-    from helpers.device import require_gpu
-    from .graph_runs import recording
-
     require_gpu()
     t, ref = _problem(seed=3)
     graph, io = _planned_graph(t)
@@ -291,14 +279,6 @@ def saved_choice(graph) -> tuple[int, dict]:
 
 @checker("03.replay_choice")
 def check_replay_choice(answer):
-    import torch
-
-    from helpers.checking import check, poison_
-    from helpers.device import require_gpu
-    from helpers.errors import first_line
-    from helpers.graphs import workspace_for
-    from helpers.handles import get_handle
-
     require_gpu()
     t, ref = _problem(seed=4)
     tuned, _ = _planned_graph(t)

@@ -3,15 +3,21 @@
 - ``07.build_projection``: build y = x @ w + b for x [B, S, K] as a dynamic-shape graph on a given kernel
   cache; graded at three (B, S) that share one cache.
 - ``07.serve``: one built graph per shape for a stream of conv requests, every graph on one kernel cache, a
-  repeated shape served by the graph already built, and each ``y`` written by a graph's execute
-  (``graph_runs.recording``), not by torch next to graphs that were only built.
+  repeated shape served by the graph already built, and each ``y`` written by a graph's execute, not by torch.
 - ``07.restore_cache``: load a serialized kernel cache into a new cache object.
 
 Each checker makes its own inputs and its own kernel cache, and needs a GPU (cuDNN builds need the driver).
 """
 from __future__ import annotations
 
-from . import NotDone, Wrong, checker, inputs, internals
+import torch
+
+from helpers.checking import check, poison_
+from helpers.graphs import build, workspace_for
+from helpers.handles import get_handle
+from . import NotDone, Wrong, agrees, checker, inputs, internals, on_gpu
+from .graph_runs import distinct
+from .provenance import tracing
 
 PROJECTION_SHAPES = [(2, 16), (3, 40), (1, 24)]   # (B, S): batch and sequence length change together
 PROJECTION_K, PROJECTION_N = 64, 128
@@ -68,18 +74,7 @@ def _why(result) -> str:
 
 @checker("07.build_projection", needs=("kernel_cache",))
 def check_build_projection(build_projection):
-    import torch
-
-    from helpers.checking import check, poison_
-    from helpers.device import require_gpu, working_dtype
-    from helpers.graphs import workspace_for
-    from helpers.handles import get_handle
-    from helpers.libcudnn import load_cudnn
-    from .provenance import tracing
-
-    require_gpu()
-    cudnn = load_cudnn(need_gpu=False)
-    dtype = working_dtype()
+    cudnn, dtype = on_gpu()
     k, n = PROJECTION_K, PROJECTION_N
     gen = torch.Generator(device="cuda").manual_seed(7)
     w = (torch.randn(1, k, n, device="cuda", generator=gen) / k**0.5).to(dtype)
@@ -91,9 +86,7 @@ def check_build_projection(build_projection):
         where = f"B×S = {batch}×{seq}"
         x = torch.randn(batch, seq, k, device="cuda", generator=gen).to(dtype)
         y = poison_(torch.empty(batch, seq, n, device="cuda", dtype=dtype))
-        with tracing(snapshot=True) as trace:
-            for name, tensor in (("x", x), ("w", w), ("b", b)):
-                trace.input(name, tensor)
+        with tracing(dict(x=x, w=w, b=b), snapshot=True) as trace:
             with trace.answer():
                 graph, pack = _graph_and_pack(build_projection(x, w, b, y, cache), "build_projection")
             problem = options_problem(graph, cache)
@@ -111,7 +104,7 @@ def check_build_projection(build_projection):
                             "graph for each call's tensors, not for the first call's")
             if result.unwritten == y.numel():
                 raise Wrong(f"y was never written at {where}: make it the graph's output (io.output('y', ..., y))")
-            if check(where, y, x.double() @ w.double(), raise_on_fail=False, quiet=True).ok:
+            if agrees(y, x.double() @ w.double()).ok:
                 raise Wrong(f"the output ignores the bias (rel err {result.rel_err:.1e} at {where}; x @ w alone "
                             "matches it)")
             raise Wrong(f"wrong output at {where}: {result}")
@@ -133,19 +126,9 @@ def _kept_graph(value):
     return value[0] if isinstance(value, (tuple, list)) and value else value
 
 
-def _distinct(graphs: list) -> list:
-    seen: list = []
-    for g in graphs:
-        if not any(g is s for s in seen):
-            seen.append(g)
-    return seen
-
-
 def outputs_intact(returned) -> None:
     """``Wrong`` in one line unless every output still holds what it held when ``serve`` returned it
     (``returned``: ``(what, y, a copy of y then)`` per request)."""
-    import torch
-
     for what, y, as_returned in returned:
         if not torch.equal(y, as_returned):
             raise Wrong(f"the output of {what} changed after serve returned it: a later request wrote into it — "
@@ -156,7 +139,7 @@ def restored_from(trace, loaded, text) -> None:
     """``Wrong`` in one line unless, while ``restore_cache`` ran (``trace``), no graph was built and the cache it
     returned (``loaded``) was deserialized from ``text`` itself."""
     if trace.builds:
-        raise Wrong(f"restore_cache built {len(_distinct([g for _, g in trace.builds]))} graph(s): restoring is "
+        raise Wrong(f"restore_cache built {len(distinct([g for _, g in trace.builds]))} graph(s): restoring is "
                     "loading the text into a new cache (deserialize), with no build")
     if not any(cache is loaded and data == text for cache, data in trace.cache_loads):
         raise Wrong("the cache you returned was not loaded from the text you were given: deserialize that text "
@@ -165,22 +148,11 @@ def restored_from(trace, loaded, text) -> None:
 
 @checker("07.serve", needs=("kernel_cache",))
 def check_serve(serve):
-    import torch
-
-    from helpers.checking import check
-    from helpers.device import require_gpu, working_dtype
-    from helpers.libcudnn import load_cudnn
-    from .provenance import tracing
-
-    require_gpu()
-    cudnn = load_cudnn(need_gpu=False)
-    dtype = working_dtype()
+    cudnn, dtype = on_gpu()
     fixed = inputs.conv_tensors(1, SERVE_C, SERVE_HW, SERVE_K, dtype=dtype, seed=11)
     w, b = fixed["w"], fixed["b"]
     cache, graphs, seen, kept, returned = cudnn.create_kernel_cache(), {}, [], {}, []
-    with tracing(snapshot=True) as trace:
-        trace.input("w", w)
-        trace.input("b", b)
+    with tracing(dict(w=w, b=b), snapshot=True) as trace:
         for i, batch in enumerate(SERVE_BATCHES, 1):
             what = f"request {i} (batch {batch}{', a shape seen before' if batch in seen else ''})"
             x = inputs.conv_tensors(batch, SERVE_C, SERVE_HW, SERVE_K, dtype=dtype, seed=100 + i)["x"]
@@ -218,7 +190,7 @@ def check_serve(serve):
                 if _kept_graph(graphs.get(key)) is not graph:
                     raise Wrong(f"{what} replaced the graph kept under {key!r}: reuse the graph a shape already has")
             kept = {key: _kept_graph(value) for key, value in graphs.items()}
-            built = _distinct(trace.validated())
+            built = distinct(trace.validated())
             if len(built) != len(seen):
                 raise Wrong(f"{what}: {len(built)} graphs built so far for {len(seen)} distinct shapes; build only "
                             "when graphs has none for this shape")
@@ -233,18 +205,7 @@ def check_serve(serve):
 
 @checker("07.restore_cache", needs=("kernel_cache", "kernel_cache_serialize"))
 def check_restore_cache(restore_cache):
-    import torch
-
-    from helpers.checking import check
-    from helpers.device import require_gpu, working_dtype
-    from helpers.graphs import build, workspace_for
-    from helpers.handles import get_handle
-    from helpers.libcudnn import load_cudnn
-    from .provenance import tracing
-
-    require_gpu()
-    cudnn = load_cudnn(need_gpu=False)
-    dtype = working_dtype()
+    cudnn, dtype = on_gpu()
 
     def conv_on(cache, batch, seed):
         t = inputs.conv_tensors(batch, SERVE_C, SERVE_HW, SERVE_K, dtype=dtype, seed=seed)
@@ -284,8 +245,6 @@ def check_restore_cache(restore_cache):
 
 
 # ---- reference solutions: H.grade_solution grades these; the hand-out (tools/student.py) cuts the file here
-import torch
-
 import helpers as H
 from helpers.recipes import conv_bias_relu
 

@@ -2,8 +2,7 @@
 
 A checker grades inside ``tracing()`` and calls the learner's code inside ``trace.answer()``::
 
-    with tracing(snapshot=True) as trace:
-        trace.input("x", x); trace.input("w", w)
+    with tracing(dict(x=x, w=w)) as trace:         # the exercise's inputs, by name
         with trace.answer():
             answer(x, w, y)
         trace.require_graph_output(y, "y", kinds=("CONV_FPROP",), inputs=("x", "w"))
@@ -29,6 +28,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
+import torch
+
 from . import Wrong, internals
 from .graph_runs import GraphRun, GraphRuns, recording
 
@@ -47,8 +48,6 @@ def elementwise_merge(event: "Event") -> bool:
 
 
 def _tensors(value) -> list:
-    import torch
-
     if isinstance(value, torch.Tensor):
         return [value]
     if isinstance(value, (list, tuple)):
@@ -332,7 +331,15 @@ class Trace:
                         base=op.base, compute=not op.free, pointwise=op.pointwise, sources=sources,
                         covering=frozenset(covering)))
 
-    def graph_executed(self, run: GraphRun) -> None:
+    # ------------------------------------------------------------ graph_runs.recording's hooks
+    def before(self) -> None:
+        """An execute begins: the torch operators it runs are the graph's own work, not the answer's."""
+        self.paused += 1
+
+    def after(self) -> None:
+        self.paused -= 1
+
+    def executed(self, run: GraphRun) -> None:
         """Log one execute of a cuDNN graph (``graph_runs`` calls it after the execute)."""
         outputs = run.output_uids()
         reads, writes, covering = set(), set(), set()
@@ -367,16 +374,12 @@ class Trace:
 
     def replayed(self, cuda_graph) -> None:
         """Each event captured into ``cuda_graph`` takes effect again, as a replay."""
-        _, captured = self._captures.get(id(cuda_graph), (None, []))
-        for event in captured:
-            self._apply_replay(event)
-
-    def _apply_replay(self, event: Event) -> None:
-        replay = Event(self._next(), "replay", event.name, self.phase, event.reads, event.writes, device=event.device,
-                       base=event.base, compute=event.compute, pointwise=event.pointwise, of=event,
-                       sources=event.sources, covering=event.covering)
-        self.events.append(replay)
-        self._apply(replay)
+        for event in self.captured(cuda_graph):
+            replay = Event(self._next(), "replay", event.name, self.phase, event.reads, event.writes,
+                           device=event.device, base=event.base, compute=event.compute, pointwise=event.pointwise,
+                           of=event, sources=event.sources, covering=event.covering)
+            self.events.append(replay)
+            self._apply(replay)
 
     def captured(self, cuda_graph) -> list[Event]:
         """The events captured into ``cuda_graph`` (empty for a graph captured outside this trace)."""
@@ -384,25 +387,6 @@ class Trace:
 
 
 # ---------------------------------------------------------------- the watchers
-class _Hooks:
-    """What ``graph_runs.recording`` tells the trace: ops inside a graph's execute are the graph's own work."""
-
-    def __init__(self, trace: Trace):
-        self.trace = trace
-
-    def before(self) -> None:
-        self.trace.paused += 1
-
-    def after(self) -> None:
-        self.trace.paused -= 1
-
-    def capturing(self) -> bool:
-        return self.trace.capturing()
-
-    def executed(self, run: GraphRun) -> None:
-        self.trace.graph_executed(run)
-
-
 def _then(notify: Callable, first: bool = False) -> Callable:
     """An ``internals.wrapped`` maker: the original method, then (``first``: before it) ``notify(self, *args)``."""
     def make(original):
@@ -433,18 +417,20 @@ def _built(trace: Trace, what: str, depth: list) -> Callable:
 
 
 @contextmanager
-def tracing(*, snapshot: bool = False, classes: tuple | None = None, cuda_graph_classes: tuple | None = None,
-            cache_classes: tuple | None = None) -> Iterator[Trace]:
-    """Log everything a grading runs (module docstring) for the block; everything wrapped comes back on leaving,
-    whatever happens inside. ``snapshot``: ``graph_runs``' copy of each output after its execute (not inside a
-    capture). ``classes``, ``cuda_graph_classes``, ``cache_classes``: what to watch (default the cuDNN ``pygraph``,
-    ``torch.cuda.CUDAGraph``, the frontend's kernel cache); tests pass stand-ins."""
+def tracing(inputs: dict | None = None, *, snapshot: bool = False, classes: tuple | None = None,
+            cuda_graph_classes: tuple | None = None, cache_classes: tuple | None = None) -> Iterator[Trace]:
+    """Log everything a grading runs (module docstring) for the block, ``inputs`` (name -> tensor) named as the
+    exercise's; everything wrapped comes back on leaving, whatever happens inside. ``snapshot``: ``graph_runs``' copy
+    of each output after its execute (not inside a capture). ``classes``, ``cuda_graph_classes``, ``cache_classes``:
+    what to watch (default the cuDNN ``pygraph``, ``torch.cuda.CUDAGraph``, the frontend's kernel cache)."""
     graphs = classes if classes is not None else internals.graph_classes()
     if cuda_graph_classes is None:
         cuda_graph_classes = internals.cuda_graph_classes()
     if cache_classes is None:
         cache_classes = tuple(c for c in [internals.kernel_cache_class()] if c is not None)
     trace, depth = Trace(GraphRuns()), [0]
+    for name, tensor in (inputs or {}).items():
+        trace.input(name, tensor)
     begin, end, replay = internals.CAPTURES
     wraps = [(cls, name, make) for cls in cuda_graph_classes for name, make in (
         (begin, _then(lambda graph, *a, **k: trace.capture_began(graph))),
@@ -453,6 +439,6 @@ def tracing(*, snapshot: bool = False, classes: tuple | None = None, cuda_graph_
     wraps += [(cls, name, _built(trace, what, depth)) for cls in graphs for name, what in internals.BUILDS.items()]
     wraps += [(cls, internals.CACHE_LOAD, _then(lambda cache, *a, **k: trace.cache_loads.append(
         (cache, a[0] if a else k.get("data"))))) for cls in cache_classes]
-    with internals.wrapped(wraps), recording(snapshot=snapshot, classes=graphs, hooks=_Hooks(trace), runs=trace.runs):
+    with internals.wrapped(wraps), recording(snapshot=snapshot, classes=graphs, hooks=trace, runs=trace.runs):
         with internals.dispatch_mode(lambda *op: None if trace.paused else trace.torch_op(*op)):
             yield trace

@@ -82,10 +82,12 @@ def test_the_fingerprint_is_the_plan_caches(monkeypatch):
     import helpers.libcudnn
 
     device = SimpleNamespace(name="NVIDIA H200", sm_version=90, sm_count=132)
-    monkeypatch.setattr(helpers.device, "require_gpu", lambda: device)
-    monkeypatch.setattr(helpers.device, "versions", lambda: {"driver": "580.95.05", "cuda (torch build)": "13.0"})
-    monkeypatch.setattr(helpers.libcudnn, "load_cudnn", lambda **_: SimpleNamespace(
-        backend_version=lambda: 91900, __version__="1.32.0"))
+    frontend = SimpleNamespace(backend_version=lambda: 91900, __version__="1.32.0")
+    for module in (helpers.device, inputs):
+        monkeypatch.setattr(module, "require_gpu", lambda: device)
+        monkeypatch.setattr(module, "versions", lambda: {"driver": "580.95.05", "cuda (torch build)": "13.0"})
+    for module in (helpers.libcudnn, inputs):
+        monkeypatch.setattr(module, "load_cudnn", lambda **_: frontend)
     assert inputs.fingerprint() == plancache.current_fingerprint()
     assert list(inputs.fingerprint()) == list(plancache.FINGERPRINT_FIELDS)
 
@@ -93,9 +95,7 @@ def test_the_fingerprint_is_the_plan_caches(monkeypatch):
 def test_the_checkers_plan_timing_is_the_autotune_recipes(monkeypatch):
     """03's checker times plans as notebook 03 does: on a stand-in graph (plan 1 refused, plan 2 wrong, plan 3 slow
     and cut off, benchmark stubbed), the same rows in the columns the checker reads."""
-    import helpers.graphs
-    import helpers.handles
-    import helpers.timing.per_call
+    from helpers.timing.per_call import Timing
 
     out, ref = torch.zeros(4), torch.ones(4, dtype=torch.float64)
     medians = {0: 0.02, 2: 0.03, 3: 9.0}
@@ -126,13 +126,11 @@ def test_the_checkers_plan_timing_is_the_autotune_recipes(monkeypatch):
     def benchmark(run, **kwargs):
         run()
         ms = medians[graph.last]
-        return helpers.timing.per_call.Timing(ms, ms, ms, 1, [ms], cut_off=ms > kwargs["max_ms"])
+        return Timing(ms, ms, ms, 1, [ms], cut_off=ms > kwargs["max_ms"])
 
-    for module in (helpers.timing.per_call, autotune):
+    for module in (nb03, autotune):
         monkeypatch.setattr(module, "benchmark", benchmark)
-    for module in (helpers.graphs, autotune):
         monkeypatch.setattr(module, "workspace_for", lambda graph, plan=None: None)
-    for module in (helpers.handles, autotune):
         monkeypatch.setattr(module, "get_handle", lambda: None)
     ours = nb03.time_plans(graph, {}, out, ref)
     theirs = autotune.time_plans(graph, {}, check=autotune.check_with(out, ref), warmup=3, iters=15, max_ms=nb03.MAX_MS)

@@ -5,6 +5,7 @@ what grading loses); the rule that tells a torch operator that moves data from o
 it replaced; and the rest of ``grader/`` reaching no private name of cudnn or torch.
 """
 import ast
+from importlib.metadata import version
 from pathlib import Path
 
 import pytest
@@ -25,7 +26,7 @@ def test_a_broken_assumption_is_said_in_one_line(monkeypatch):
     monkeypatch.delattr(cudnn.pygraph, "execute_plan_at_index")
     monkeypatch.delattr(torch.cuda, "_sleep")
     assert not internals.holds("graph_methods") and not internals.holds("gpu_sleep")
-    assert internals.broken("gpu_sleep") == (f"torch {internals.version('torch')}: torch.cuda has no _sleep: "
+    assert internals.broken("gpu_sleep") == (f"torch {version('torch')}: torch.cuda has no _sleep: "
                                              "01.run_on_stream cannot hold a stream behind a GPU wait")
     assert internals.broken("graph_methods").startswith(f"nvidia-cudnn-frontend {cudnn.__version__}: pygraph does not "
                                                         "define execute, execute_plan_at_index, validate")
