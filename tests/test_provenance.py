@@ -12,7 +12,7 @@ import torch.nn.functional as F
 
 import grader as X
 from grader.provenance import elementwise_merge, tracing
-from tests.support import StandInGraph
+from tests.support import StandInBuilds, StandInCache, StandInGraph
 
 
 class StandInCUDAGraph:
@@ -244,23 +244,7 @@ def test_a_derived_output_needs_its_graphs_and_only_the_allowed_torch_work():
 
 # ------------------------------------------------------------------ builds, loads, restoring what was patched
 def test_builds_validations_and_cache_loads_are_logged_and_every_method_comes_back():
-    class Graph(StandInGraph):
-        def execute(self, pack, workspace=None, handle=None):
-            super().execute(pack, workspace, handle)
-
-        def validate(self):
-            pass
-
-        def build_plans(self):
-            self.build_plan_at_index(0)   # nested: one build, the outer
-
-        def build_plan_at_index(self, index):
-            pass
-
-    class Cache:
-        def deserialize(self, text):
-            self.text = text
-
+    Graph, Cache = StandInBuilds, StandInCache   # build_plans builds plan 0: nested, one build (the outer)
     originals = {name: Graph.__dict__[name] for name in ("validate", "build_plans", "build_plan_at_index")}
     g, cache = Graph(lambda x: {"y": x}, {"x": 1}, {"y": 2}), Cache()
     with tracing(classes=(Graph,), cuda_graph_classes=(StandInCUDAGraph,), cache_classes=(Cache,)) as trace:
