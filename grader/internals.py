@@ -34,7 +34,8 @@ OVERWRITES = frozenset({"copy_", "fill_", "zero_", "_copy_from", "_copy_from_and
 
 
 # ---------------------------------------------------------------- the cuDNN frontend
-def cudnn():
+def frontend():
+    """The ``cudnn`` module (loaded without a GPU: graphs construct up to ``validate()``)."""
     from helpers.libcudnn import load_cudnn
 
     return load_cudnn(need_gpu=False)
@@ -42,7 +43,7 @@ def cudnn():
 
 def graph_classes() -> tuple:
     """The graph classes recorded by default: ``cudnn.pygraph`` (tests pass stand-ins)."""
-    return (cudnn().pygraph,)
+    return (frontend().pygraph,)
 
 
 def bound_inputs(graph) -> dict:
@@ -76,7 +77,7 @@ def execute_arguments(name: str, args: tuple, kwargs: dict) -> dict:
 def kernel_cache_class():
     """The class ``cudnn.create_kernel_cache()`` returns; without libcudnn (no cache can be made), the class its
     signature names; None if neither."""
-    module = cudnn()
+    module = frontend()
     try:
         return type(module.create_kernel_cache())
     except Exception:  # "Unable to find symbol cudnnGetVersion": read the class off the signature
@@ -181,20 +182,20 @@ def wrapped(wraps) -> Iterator[int]:
 def _binds_itself() -> bool:
     import torch
 
-    graph, x = cudnn().pygraph(), torch.empty(2, 3, 4, device="meta")
+    graph, x = frontend().pygraph(), torch.empty(2, 3, 4, device="meta")
     graph.relu(x)
     return any(buffer is x for buffer in bound_inputs(graph).values())
 
 
 def _options_kept() -> bool:
     cache = object()
-    options = graph_options(cudnn().pygraph(kernel_cache=cache, is_dynamic_shape_enabled=True)) or {}
+    options = graph_options(frontend().pygraph(kernel_cache=cache, is_dynamic_shape_enabled=True)) or {}
     return options.get("kernel_cache") is cache and options.get("is_dynamic_shape_enabled") is True
 
 
 def _handle_kept() -> bool:
-    handle = cudnn().Handle(None, 0, 7)
-    return handle.stream == 7 and graph_handle(cudnn().pygraph(handle=handle)) is handle
+    handle = frontend().Handle(None, 0, 7)
+    return handle.stream == 7 and graph_handle(frontend().pygraph(handle=handle)) is handle
 
 
 def _defines(classes: tuple, names) -> bool:
@@ -204,7 +205,7 @@ def _defines(classes: tuple, names) -> bool:
 def _executes() -> bool:
     import inspect
 
-    pygraph = cudnn().pygraph
+    pygraph = frontend().pygraph
     return _defines((pygraph,), [*EXECUTES, *BUILDS]) and all(
         list(inspect.signature(getattr(pygraph, name)).parameters)[2:2 + len(after)] == list(after)
         for name, after in EXECUTES.items())
@@ -248,7 +249,7 @@ ASSUMPTIONS = {
     "data_bindings": (FRONTEND, "pygraph has no _data_bindings", "the graders cannot see which tensors an execute bound",
                       _binds_itself),
     "plan_index": (FRONTEND, "pygraph has no _plan_index", "the graders cannot tell which plan a plain execute() ran",
-                   lambda: selected_plan(cudnn().pygraph()) == 0),
+                   lambda: selected_plan(frontend().pygraph()) == 0),
     "graph_handle": (FRONTEND, "pygraph keeps no _handle, or cudnn.Handle no stream", "the graders cannot tell which "
                      "stream an execute ran on", _handle_kept),
     "graph_options": (FRONTEND, "pygraph keeps no _cpp_graph_kwargs with kernel_cache and is_dynamic_shape_enabled",

@@ -143,15 +143,15 @@ def require_fused(trace, t: dict, names: tuple, *, out: str = "y", kinds: tuple 
 
 
 def _check_fused(answer, names: tuple, references, fix: str, *, out: str = "y", kinds: tuple = ("CONV_FPROP",),
-                 make=tensors, grader=grade) -> str:
-    """Run on ``make``'s tensors, grade ``out`` with ``grader`` against ``references(t)``, trace who wrote it (a graph
+                 make=tensors, grade_with=grade) -> str:
+    """Run on ``make``'s tensors, grade ``out`` with ``grade_with`` against ``references(t)``, trace who wrote it (a graph
     with ``kinds``), then count one call's kernels on a fresh poisoned output (GPU only)."""
     device, dtype = grading_setup()   # needs a GPU unless grading on the CPU: one line if there is none
     t = make(dtype=dtype, device=device)
     with tracing({name: t[name] for name in names}) as trace, trace.answer():
         _run(answer, names, t)
     right, wrong = references(t)
-    err = grader(t[out], right, wrong)
+    err = grade_with(t[out], right, wrong)
     require_fused(trace, t, names, out=out, kinds=kinds)
     if device == "cpu":
         return f"correct on the CPU — rel err {err:.1e} (the kernel count needs a GPU)"
@@ -180,7 +180,7 @@ def check_dgrad_drelu(answer) -> str:
     CONV_DGRAD node that read dy, w and x."""
     return _check_fused(answer, ("dy", "w", "x", "dx"), dgrad_drelu_references,
                         "put the ReLU backward in the dgrad graph (graph.relu_backward(dgrad, x)), not a second one",
-                        out="dx", kinds=("CONV_DGRAD",), make=dgrad_tensors, grader=grade_dx)
+                        out="dx", kinds=("CONV_DGRAD",), make=dgrad_tensors, grade_with=grade_dx)
 
 
 # ---- reference solutions: H.grade_solution grades these; the hand-out (tools/student.py) cuts the file here

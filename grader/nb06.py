@@ -23,7 +23,7 @@ SHAPE = dict(m=64, k=32, n=48)
 
 
 # ---------------------------------------------------------------- shared plumbing
-def _tensors(seed: int, m: int = SHAPE["m"], k: int = SHAPE["k"], n: int = SHAPE["n"]) -> dict:
+def _operands(seed: int, m: int = SHAPE["m"], k: int = SHAPE["k"], n: int = SHAPE["n"]) -> dict:
     """a, b (scaled so C stays near 1) and a NaN-poisoned c, from a fixed seed (on the grading device)."""
     device, dtype = grading_setup()
     gen = torch.Generator(device=device).manual_seed(seed)
@@ -70,7 +70,7 @@ def check_round_trip(answer) -> str:
     ITS bytes into a graph of ours and feeds that graph by UID only, and feeds the graph it returned by UID too —
     each time with new data, poisoned output, vs torch."""
     cudnn = load_cudnn(need_gpu=False)
-    t = _tensors(seed=1)
+    t = _operands(seed=1)
     with tracing(dict(a=t["a"], b=t["b"]), snapshot=True) as trace, trace.answer():
         result = answer(t["a"], t["b"], t["c"])
     if result is None or result is Ellipsis:
@@ -98,7 +98,7 @@ def check_round_trip(answer) -> str:
     # Only the bytes travel to another process: reload them into a graph of ours, fed by the UIDs alone.
     ours = cudnn.pygraph(handle=get_handle())
     ours.deserialize(get_handle(), bytes(blob))
-    u = _tensors(seed=2)
+    u = _operands(seed=2)
     try:
         _run_by_uid(ours, u)
     except Exception as exc:
@@ -110,7 +110,7 @@ def check_round_trip(answer) -> str:
                     + "; are the UIDs on the right tensors?")
 
     # The graph it returned must run by UID, on any buffers of that shape.
-    v = _tensors(seed=3)
+    v = _operands(seed=3)
     try:
         _run_by_uid(reloaded, v)
     except Exception as exc:
@@ -156,12 +156,12 @@ def check_load_or_build(answer) -> str:
     fingerprint field from elsewhere, another graph, no entry); a load is a fresh pygraph with no ops, a build
     is the graph handed in. Whatever comes back must then compute C = A @ B when fed by UID."""
     here = inputs.fingerprint()
-    t = _tensors(seed=4)
+    t = _operands(seed=4)
     mine = _matmul_graph(t)
     key = mine.key()
     build(mine)
     plan = mine.serialize(as_bytes=True)
-    other = _matmul_graph(_tensors(seed=5, m=2 * SHAPE["m"]))   # another shape: another graph, another key
+    other = _matmul_graph(_operands(seed=5, m=2 * SHAPE["m"]))   # another shape: another graph, another key
     other_key = other.key()
     build(other)
     other_plan = other.serialize(as_bytes=True)

@@ -47,11 +47,11 @@ def elementwise_merge(event: "Event") -> bool:
     return event.pointwise or event.base in REDUCTIONS
 
 
-def _tensors(value) -> list:
+def _tensors_in(value) -> list:
     if isinstance(value, torch.Tensor):
         return [value]
     if isinstance(value, (list, tuple)):
-        return [t for v in value for t in _tensors(v)]
+        return [t for v in value for t in _tensors_in(v)]
     return []
 
 
@@ -302,7 +302,7 @@ class Trace:
         op = internals.op(func)
         reads, writes, covering, devices = set(), set(), set(), set()
         for i, (name, written, keyword) in enumerate(op.arguments):
-            for t in _tensors(args[i] if i < len(args) else kwargs.get(name)):
+            for t in _tensors_in(args[i] if i < len(args) else kwargs.get(name)):
                 key = self._key(t)
                 if key is None:
                     continue
@@ -317,7 +317,7 @@ class Trace:
         for aliased, value in zip(op.aliased, results):
             if aliased:
                 continue   # a view or the in-place argument itself
-            for t in _tensors(value):
+            for t in _tensors_in(value):
                 key = self._key(t)
                 if key is not None:
                     writes.add(key)
