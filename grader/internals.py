@@ -9,9 +9,17 @@ GPU. Nothing else in ``grader/`` names a private part of cudnn or torch (a test 
 from __future__ import annotations
 
 import functools
+import importlib
+import inspect
+import re
 from contextlib import contextmanager
 from dataclasses import dataclass
+from importlib.metadata import PackageNotFoundError, version
 from typing import Callable, Iterator
+
+import torch
+
+from helpers.libcudnn import load_cudnn
 
 FRONTEND, TORCH = "nvidia-cudnn-frontend", "torch"
 
@@ -36,8 +44,6 @@ OVERWRITES = frozenset({"copy_", "fill_", "zero_", "_copy_from", "_copy_from_and
 # ---------------------------------------------------------------- the cuDNN frontend
 def frontend():
     """The ``cudnn`` module (loaded without a GPU: graphs construct up to ``validate()``)."""
-    from helpers.libcudnn import load_cudnn
-
     return load_cudnn(need_gpu=False)
 
 
@@ -81,9 +87,6 @@ def kernel_cache_class():
     try:
         return type(module.create_kernel_cache())
     except Exception:  # "Unable to find symbol cudnnGetVersion": read the class off the signature
-        import importlib
-        import re
-
         for signature in getattr(module.create_kernel_cache, "__nb_signature__", ()):
             found = re.search(r"-> ([\w.]+)\.(\w+)", signature[0])
             if found:
@@ -93,22 +96,18 @@ def kernel_cache_class():
 
 # ---------------------------------------------------------------- torch
 def cuda_graph_classes() -> tuple:
-    import torch
-
     return (torch.cuda.CUDAGraph,) if hasattr(torch.cuda, "CUDAGraph") else ()
 
 
 def gpu_sleep(cycles: int) -> None:
     """A kernel that keeps the current stream busy for ``cycles`` GPU clock cycles."""
-    import torch
-
     torch.cuda._sleep(cycles)
 
 
 def dispatch_mode(seen: Callable):
     """A context manager inside which torch calls ``seen(func, args, kwargs, out)`` after each operator it runs,
     on any device."""
-    from torch.utils._python_dispatch import TorchDispatchMode
+    from torch.utils._python_dispatch import TorchDispatchMode   # here: a torch without it fails one test, not imports
 
     class Seen(TorchDispatchMode):
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
@@ -141,8 +140,6 @@ def op(func) -> Op:
     of ``COPIES``; a shape-only factory (``*_like``, ``new_*``); an operator reading no tensor but an out= buffer; a
     view (a result aliasing an input it does not write, but ``NOT_VIEWS``); an ``inplace_view``; one with no tensor
     result that writes nothing (``.item()``, ``equal``)."""
-    import torch
-
     schema = func._schema
     base = schema.name.split("::")[-1]
     written = [a.alias_info is not None and a.alias_info.is_write for a in schema.arguments]
@@ -180,8 +177,6 @@ def wrapped(wraps) -> Iterator[int]:
 
 # ---------------------------------------------------------------- the assumptions, each with its CPU check
 def _binds_itself() -> bool:
-    import torch
-
     graph, x = frontend().pygraph(), torch.empty(2, 3, 4, device="meta")
     graph.relu(x)
     return any(buffer is x for buffer in bound_inputs(graph).values())
@@ -203,8 +198,6 @@ def _defines(classes: tuple, names) -> bool:
 
 
 def _executes() -> bool:
-    import inspect
-
     pygraph = frontend().pygraph
     return _defines((pygraph,), [*EXECUTES, *BUILDS]) and all(
         list(inspect.signature(getattr(pygraph, name)).parameters)[2:2 + len(after)] == list(after)
@@ -212,17 +205,11 @@ def _executes() -> bool:
 
 
 def _captures() -> bool:
-    import inspect
-
-    import torch
-
     source = inspect.getsource(torch.cuda.graph)   # the capture learners write goes through the wrapped methods
     return _defines(cuda_graph_classes(), CAPTURES) and all(f".{name}(" in source for name in CAPTURES[:2])
 
 
 def _sees_operators() -> bool:
-    import torch
-
     seen, x = [], torch.ones(2)
     with dispatch_mode(lambda func, args, kwargs, out: seen.append(op(func).name)):
         torch.relu(x)
@@ -230,8 +217,6 @@ def _sees_operators() -> bool:
 
 
 def _reads_schemas() -> bool:
-    import torch
-
     aten = torch.ops.aten
     copy, mm_out, view = op(aten.copy_.default), op(aten.mm.out), op(aten.view.default)
     return (copy.arguments[0][1:] == (True, False) and not copy.arguments[1][1] and view.aliased == (True,)
@@ -239,8 +224,6 @@ def _reads_schemas() -> bool:
 
 
 def _sleeps() -> bool:
-    import torch
-
     return callable(getattr(torch.cuda, "_sleep", None))
 
 
@@ -279,8 +262,6 @@ def holds(key: str) -> bool:
 
 def broken(key: str) -> str:
     """The one line for assumption ``key`` failing: ``library version: what broke: what grading loses``."""
-    from importlib.metadata import PackageNotFoundError, version
-
     library, what, loses, _ = ASSUMPTIONS[key]
     try:
         installed = version(library)

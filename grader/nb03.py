@@ -3,14 +3,12 @@
     03.fastest_plan    time every plan of a planned graph, return the index of the fastest
     03.replay_choice   rebuild a saved (name, engine id, knobs) choice on a fresh graph, return its index
 
-Both use the conv → bias → ReLU recipe (notebook 02) on the checkers' own shape. The fastest plan is judged
-against the checker's own timing of every plan: a pick within the timing noise of the fastest passes, a
-slower one fails with the measured gap. And the pick must come from timing: the checker records the plans the
-answer executed (``graph_runs.recording``), and an answer that did not run every plan that builds fails,
-whatever it returned (``return 0`` passes nothing). The checker's graph refuses to build the first half of its
-ranked plans but one slow plan (as a GPU without those engines would: ``refuse_plans``), so a plan's position among
-the plans that built, returned as an index, names a refused plan or the slow one. torch and the GPU are touched only inside the functions, so
-this module imports on any machine.
+Both use notebook 02's conv → bias → ReLU on the checkers' own shape. The fastest plan is judged against the
+checker's own timing of every plan: a pick within the timing noise of the fastest passes, a slower one fails with the
+measured gap. The pick must come from timing: an answer that did not run every plan that builds fails, whatever it
+returned (the checker records the plans it ran). The checker's graph refuses the first half of its ranked plans but
+one slow plan (as a GPU without those engines would: ``refuse_plans``), so a plan's position among the plans that
+built, returned as an index, names a refused plan or the slow one.
 """
 from __future__ import annotations
 
