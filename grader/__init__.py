@@ -13,13 +13,11 @@ prints one line and returns a ``Verdict`` (which a notebook does not display aga
     … 02.residual_block: not done yet — replace the ... in residual_block
 
 An exercise is three things: its checker, registered with ``@checker("NN.name")`` in ``grader/nbNN.py``; its
-reference solution, the function named after the exercise at the end of the same module, below ``SOLUTIONS_MARK``
-(the hand-out cuts the file there); and its wrong answers, in ``tests/test_exercises_nbNN.py``. A checker calls the
-answer on its own inputs, compares with a PyTorch reference, returns a short success message, and raises
-``Wrong("one line")`` for a wrong answer. Where the task is to compute with cuDNN, it also traces where each graded
-output came from (``provenance.tracing``) and requires that a cuDNN graph with the exercise's operations wrote it
-from the exercise's own inputs, with no torch compute on the way, plus whatever the point of the exercise needs.
-Every reach into the frontend's or torch's private parts is in ``grader/internals.py``.
+reference solution, the function named after the exercise below that module's ``SOLUTIONS_MARK`` (the hand-out cuts
+the file there); and its wrong answers, in ``tests/test_exercises_nbNN.py``. A checker calls the answer on its own
+inputs (``grader/inputs.py``), compares with a PyTorch reference, returns a short success message or raises
+``Wrong("one line")``, and traces who wrote each graded output (``provenance.tracing``). Every reach into the
+frontend's or torch's private parts is in ``grader/internals.py``.
 """
 from __future__ import annotations
 
@@ -34,7 +32,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+import torch
+
+from helpers.device import require_gpu, working_dtype
 from helpers.errors import CourseError, FeatureUnavailable, NoGPUError, first_line
+from helpers.features import FEATURES, missing_feature
+from helpers.libcudnn import load_cudnn
 
 _CHECKERS: dict[str, Callable] = {}
 _NEEDS: dict[str, tuple] = {}
@@ -42,8 +45,8 @@ _DEVICE = ["cuda"]
 
 
 def grading_device() -> str:
-    """Where the checkers make their inputs: ``"cuda"``, or ``"cpu"`` inside ``grading_on("cpu")`` (the unit tests
-    grade answers that need no cuDNN, such as torch doing the work, on the CPU this way)."""
+    """Where the checkers make their inputs: ``"cuda"``, or ``"cpu"`` inside ``grading_on("cpu")`` (where the unit
+    tests grade answers that need no cuDNN, such as torch doing the work)."""
     return _DEVICE[0]
 
 
@@ -60,14 +63,17 @@ def grading_on(device: str):
 def grading_setup():
     """``(device, dtype)`` a checker makes its inputs with: the GPU and its working dtype (one line if there is no
     GPU), or, inside ``grading_on("cpu")``, the CPU in float32."""
-    import torch
-
-    from helpers.device import require_gpu, working_dtype
-
     if grading_device() == "cpu":
         return "cpu", torch.float32
     require_gpu()
     return "cuda", working_dtype()
+
+
+def on_gpu():
+    """``(cudnn, dtype)`` for a checker that needs a GPU whatever it grades: the frontend and the GPU's working
+    dtype, or one line if there is no GPU."""
+    require_gpu()
+    return load_cudnn(need_gpu=False), working_dtype()
 
 
 class Wrong(AssertionError):
@@ -96,14 +102,12 @@ class Verdict:
         return f"{mark} {self.exercise}: {self.message}"
 
     def _ipython_display_(self) -> None:
-        """Show nothing as a cell's value: ``exercise`` has printed the verdict's one line already (without
-        this, a notebook cell ending in ``H.exercise(...)`` would show it twice, the line and then the repr).
-        ``print(verdict)`` shows the line again."""
+        """Show nothing as a cell's value: ``exercise`` has printed the verdict's line already."""
 
 
-def agrees(out, ref, tol: float):
-    """``H.check`` of ``out`` against ``ref`` at tolerance ``tol``, by norm and element-wise, without printing or
-    raising: the ``CheckResult`` (``.ok``, ``.rel_err``)."""
+def agrees(out, ref, tol: float | None = None):
+    """``H.check`` of ``out`` against ``ref`` (by norm and element-wise, at ``tol`` or the tolerance of ``out``'s
+    dtype) without printing or raising: the ``CheckResult`` (``.ok``, ``.rel_err``, ``.unwritten``)."""
     from helpers.checking import check
 
     return check("", out, ref, tol=tol, quiet=True, raise_on_fail=False)
@@ -117,8 +121,6 @@ def grade_output(out, right, wrong: dict, *, name: str = "y", what: str | None =
     unwritten; the named mistake whose formula ``out`` matches instead (``wrong``: message -> formula); how far
     off it is; where it is off. ``name`` is the output's name in the messages, ``what`` (default ``name``) the
     subject of the last two (e.g. "the output")."""
-    import torch
-
     from helpers.checking import check
 
     what = what or name
@@ -148,8 +150,6 @@ def checker(key: str, needs: tuple = ()) -> Callable:
     feature gates (``helpers.features.FEATURES``) the exercise needs: where one is missing, the verdict is
     "skipped" with the gate's reason, and the checker is not called."""
     _split(key)
-    from helpers.features import FEATURES
-
     unknown = set(needs) - set(FEATURES)
     if unknown:
         raise ValueError(f"{key}: unknown features {sorted(unknown)}; known: {sorted(FEATURES)}")
@@ -170,8 +170,6 @@ def needs(key: str) -> tuple:
 
 def _missing_feature(key: str) -> str | None:
     """``'feature: reason'`` for the first gate of ``key`` this machine fails, or None."""
-    from helpers.features import missing_feature
-
     return missing_feature(_NEEDS.get(key, ()))
 
 
@@ -224,7 +222,7 @@ def unfinished(answer: Any) -> str | None:
 
 def exercise(key: str, answer: Any, *, quiet: bool = False) -> Verdict:
     """Grade ``answer`` with exercise ``key``'s checker; print one line (never a traceback) and return it."""
-    check = checker_for(key)
+    judge = checker_for(key)
     reason = unfinished(answer)
     missing = None if reason else _missing_feature(key)
     if reason:
@@ -233,7 +231,7 @@ def exercise(key: str, answer: Any, *, quiet: bool = False) -> Verdict:
         verdict = Verdict(key, "skipped", f"skipped on this machine — {missing}")
     else:
         try:
-            message = check(answer)
+            message = judge(answer)
             verdict = Verdict(key, "passed", message or "correct")
         except NotDone as exc:
             verdict = Verdict(key, "not done", str(exc) or "not done yet")

@@ -1,35 +1,27 @@
 """Which cuDNN graphs an answer executed while it was graded, and with which buffers.
 
-A checker that compares an answer's output with PyTorch cannot tell who wrote the output: the cuDNN graph the
-answer built, or torch next to it. ``recording`` can. For the duration of a ``with`` block it wraps
-``cudnn.pygraph.execute`` and ``cudnn.pygraph.execute_plan_at_index`` so that every execute is recorded as a
-``GraphRun``: the graph, the plan index, the buffers its variant pack bound (by UID, auto-bound inputs included),
-the values of host scalars in it, and (``snapshot=True``) a copy of each output buffer as the graph left it::
+A checker that compares an answer's output with PyTorch cannot tell who wrote it: the answer's cuDNN graph, or
+torch next to it. For a ``with`` block, ``recording`` wraps ``pygraph.execute`` and ``execute_plan_at_index`` so
+that every execute is a ``GraphRun``: the graph, the plan index, the buffers its variant pack bound (by UID, the
+graph's own bindings included), the host scalars in it, and (``snapshot=True``) a copy of each output as the graph
+left it::
 
     with recording(snapshot=True) as runs:
         graph = answer(q, k, v, o, window)
     runs.require_written(o, "o", by=graph)     # Wrong unless that graph's execute wrote o, and nothing after it
 
-From the record a checker reads the evidence an exercise's point needs: the graph that wrote an output
-(``writer``), how many graphs ran (``graphs``), the pass-by-value scalars an execute passed (``GraphRun.scalars``),
-the plans executed on a graph (``plans_of``). Only the cuDNN frontend's Python graph is watched: torch's own
-cuDNN calls (its SDPA backend, convolutions) never appear here.
+Only the frontend's Python graph is watched: torch's own cuDNN calls (its SDPA, convolutions) never appear here.
 """
 from __future__ import annotations
 
-import functools
+import operator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
-from . import Wrong
+import torch
 
-
-def graph_classes() -> tuple:
-    """The graph classes ``recording`` watches by default: ``cudnn.pygraph`` (tests pass stand-ins)."""
-    from helpers.libcudnn import load_cudnn
-
-    return (load_cudnn(need_gpu=False).pygraph,)
+from . import Wrong, internals
 
 
 def _pointer(obj) -> int | None:
@@ -47,8 +39,6 @@ def _pointer(obj) -> int | None:
 
 def _host_scalar(obj) -> float | None:
     """The value of a one-element CPU tensor (how a pass-by-value scalar travels), else None."""
-    import torch
-
     if isinstance(obj, torch.Tensor) and obj.device.type == "cpu" and obj.numel() == 1:
         return float(obj.reshape(()).item())
     return None
@@ -74,7 +64,7 @@ def _uid_of_key(graph, key) -> int | None:
 def bound_buffers(graph, tensor_dict, tensor_uids=None) -> dict:
     """``{uid: buffer}`` one execute binds: the graph's auto-bound inputs, then the caller's pack (which wins),
     keyed as the frontend keys it (by UID, graph tensor or name; or ``tensor_uids`` for a list of buffers)."""
-    bound = dict(getattr(graph, "_data_bindings", None) or {})
+    bound = internals.bound_inputs(graph)
     if tensor_uids is not None:
         bound.update(zip(tensor_uids, tensor_dict))
         return bound
@@ -139,16 +129,27 @@ class GraphRun:
         return out
 
     def node_kinds(self) -> list[str]:
-        """The graph's node types by name (``"SDPA"``, ``"MATMUL"``, ...); empty for a deserialized graph."""
-        return [getattr(getattr(n, "node_type", None), "name", "?") for n in (getattr(self.graph, "nodes", None) or [])]
+        return node_kinds(self.graph)
+
+
+def node_kinds(graph) -> list[str]:
+    """A graph's node types by name (``"SDPA"``, ``"MATMUL"``, ...); empty for a deserialized graph."""
+    return [getattr(getattr(n, "node_type", None), "name", "?") for n in (getattr(graph, "nodes", None) or [])]
+
+
+def distinct(objects) -> list:
+    """``objects`` without repeats (by identity: graphs do not compare by value), in order."""
+    seen: list = []
+    for obj in objects:
+        if not any(obj is s for s in seen):
+            seen.append(obj)
+    return seen
 
 
 def _same_bytes(a, b) -> bool:
     """Whether two tensors hold the same bits (NaN included): False for another shape or dtype."""
     if tuple(a.shape) != tuple(b.shape) or a.dtype != b.dtype:
         return False
-    import torch
-
     return torch.equal(a.detach().contiguous().reshape(-1).view(torch.uint8),
                        b.detach().contiguous().reshape(-1).view(torch.uint8))
 
@@ -162,11 +163,7 @@ class GraphRuns(list):
 
     def graphs(self) -> list:
         """The distinct graphs executed, in the order each first ran."""
-        seen: list = []
-        for run in self:
-            if not any(run.graph is g for g in seen):
-                seen.append(run.graph)
-        return seen
+        return distinct(run.graph for run in self)
 
     def of_graph(self, graph) -> "GraphRuns":
         return GraphRuns(run for run in self if run.graph is graph)
@@ -202,8 +199,6 @@ class GraphRuns(list):
 
 def _snapshot(run: GraphRun) -> None:
     """Copy each output buffer of ``run`` (every torch buffer, where the graph does not say) once it is written."""
-    import torch
-
     outputs = run.output_uids()
     chosen = {uid: b for uid, b in run.buffers.items()
               if isinstance(b, torch.Tensor) and (outputs is None or uid in outputs)}
@@ -214,8 +209,6 @@ def _snapshot(run: GraphRun) -> None:
 
 def _plan_number(index) -> int | None:
     """A plan index as an int (numpy integers included), or None."""
-    import operator
-
     if index is None or isinstance(index, bool):
         return None
     try:
@@ -226,24 +219,20 @@ def _plan_number(index) -> int | None:
 
 def _stream_of(graph, handle) -> int | None:
     """The stream a cuDNN handle (the one passed, else the graph's own) is bound to, or None where unknown."""
-    handle = handle if handle is not None else getattr(graph, "_handle", None)
+    handle = handle if handle is not None else internals.graph_handle(graph)
     stream = getattr(handle, "stream", None)
     return stream if isinstance(stream, int) else None
 
 
 def _capturing() -> bool:
     """Whether torch's current stream is capturing a CUDA graph (False without CUDA)."""
-    import torch
-
     try:
         return torch.cuda.is_available() and torch.cuda.is_current_stream_capturing()
     except Exception:
         return False
 
 
-def _record_execute(runs: GraphRuns, depth: list, original, *, detail: bool, snapshot: bool, at_index: bool,
-                    hooks=None):
-    @functools.wraps(original)
+def _record_execute(runs: GraphRuns, depth: list, original, name: str, *, detail: bool, snapshot: bool, hooks=None):
     def execute(self, tensor_dict, *args, **kwargs):
         if depth[0]:  # called by a watched method (an execute_plan_at_index that calls execute): one run, the outer
             return original(self, tensor_dict, *args, **kwargs)
@@ -255,17 +244,12 @@ def _record_execute(runs: GraphRuns, depth: list, original, *, detail: bool, sna
                 result = original(self, tensor_dict, *args, **kwargs)
             finally:
                 depth[0] -= 1
-            if at_index:
-                index = kwargs.get("index", args[1] if len(args) > 1 else 0)
-                handle = kwargs.get("handle", args[2] if len(args) > 2 else None)
-            else:
-                index = getattr(self, "_plan_index", None)   # execute() runs the selected plan
-                handle = kwargs.get("handle", args[1] if len(args) > 1 else None)
-            run = GraphRun(self, _plan_number(index), stream=_stream_of(self, handle))
+            given = internals.execute_arguments(name, args, kwargs)
+            index = given.get("index", 0) if "index" in internals.EXECUTES[name] else internals.selected_plan(self)
+            run = GraphRun(self, _plan_number(index), stream=_stream_of(self, given.get("handle")))
             run.captured = hooks.capturing() if hooks is not None else _capturing()
             if detail:
-                uids = kwargs.get("tensor_uids", args[5] if not at_index and len(args) > 5 else None)
-                run.buffers = bound_buffers(self, tensor_dict, uids)
+                run.buffers = bound_buffers(self, tensor_dict, given.get("tensor_uids"))
                 run.values = {uid: v for uid, b in run.buffers.items() if (v := _host_scalar(b)) is not None}
                 if snapshot and not run.captured:   # nothing ran yet inside a capture (and it may not synchronize)
                     _snapshot(run)
@@ -283,26 +267,17 @@ def _record_execute(runs: GraphRuns, depth: list, original, *, detail: bool, sna
 @contextmanager
 def recording(*, detail: bool = True, snapshot: bool = False, classes: tuple | None = None, hooks=None,
               runs: GraphRuns | None = None) -> Iterator[GraphRuns]:
-    """Record every execute of a graph inside the block (``GraphRuns``). ``detail=False`` keeps only the graph
-    and the plan index (cheap enough to leave on while an answer times plans); ``snapshot=True`` also copies
-    each output buffer after its execute (a device synchronize per execute), so that ``require_written`` can
-    tell an output overwritten afterwards. ``classes``: the graph classes to watch (default ``graph_classes()``).
-    The original methods are restored on leaving, whatever happens inside. ``hooks`` (``provenance.tracing``'s):
-    told before and after each execute, and given each ``GraphRun``; ``runs``: the list to record into."""
+    """Record every execute of a graph inside the block (``GraphRuns``). ``detail=False`` keeps only the graph and
+    the plan index (cheap enough while an answer times plans); ``snapshot=True`` copies each output after its execute
+    (a synchronize per execute) so that ``require_written`` can tell one overwritten later. ``classes``: what to watch
+    (default ``cudnn.pygraph``); ``hooks`` (``provenance.tracing``'s) hear of each execute; ``runs``: the list to
+    record into."""
     runs, depth = (GraphRuns() if runs is None else runs), [0]
-    saved = []
-    for cls in classes if classes is not None else graph_classes():
-        for name, at_index in (("execute", False), ("execute_plan_at_index", True)):
-            original = cls.__dict__.get(name)
-            if original is None:
-                continue
-            saved.append((cls, name, original))
-            setattr(cls, name, _record_execute(runs, depth, original, detail=detail, snapshot=snapshot, at_index=at_index,
-                                               hooks=hooks))
-    if not saved:   # a frontend that moved its execute methods: recording nothing would fail every right answer
-        raise RuntimeError(f"graph_runs.recording found no execute method to watch on {classes or graph_classes()}")
-    try:
+    classes = classes if classes is not None else internals.graph_classes()
+    wraps = [(cls, name, lambda original, name=name: _record_execute(
+        runs, depth, original, name, detail=detail, snapshot=snapshot, hooks=hooks)) for cls in classes
+        for name in internals.EXECUTES]
+    with internals.wrapped(wraps) as count:
+        if not count:   # a frontend that moved its execute methods: recording nothing would fail every right answer
+            raise RuntimeError(f"graph_runs.recording found no execute method to watch on {classes}")
         yield runs
-    finally:
-        for cls, name, original in saved:
-            setattr(cls, name, original)

@@ -3,13 +3,19 @@ from __future__ import annotations
 
 import time
 
+import torch
+
+from helpers.checking import poison_
+from helpers.graphs import GraphIO, build, workspace_for
+from helpers.handles import get_handle
 from helpers.libcudnn import load_cudnn
-from . import NotDone, Wrong, checker
+from . import NotDone, Wrong, agrees, checker, internals, on_gpu
+from .inputs import new_graph
+from .provenance import tracing
 
 # The checker's own sizes, not the notebook's: a graph built from the notebook's x and w shows up as a wrong shape.
 BATCH, M, K, N = 2, 96, 64, 80
 GATE_CYCLES = 200_000_000  # GPU clock cycles the checker holds the learner's stream for (about 0.1 s at 2 GHz)
-
 
 
 def _dtype_label(data_type) -> str:
@@ -18,9 +24,8 @@ def _dtype_label(data_type) -> str:
 
 # ------------------------------------------------------------------ 01.matmul_bias_relu
 def inspect_matmul_bias_relu(result, y):
-    """What ``matmul_bias_relu`` returned, checked without running it: ``(graph, pack)`` or one line why not.
-
-    Needs no GPU (graph construction works with meta tensors), so the unit tests run it on CPU."""
+    """What ``matmul_bias_relu`` returned, checked without running it (so on the CPU too, with meta tensors):
+    ``(graph, pack)`` or one line why not."""
     if result is None or result is Ellipsis:
         raise NotDone("not done yet — return (graph, variant_pack)")
     if not (isinstance(result, tuple) and len(result) == 2):
@@ -51,12 +56,6 @@ def inspect_matmul_bias_relu(result, y):
 def _run_returned(graph, pack, x, w, b, y, fresh) -> None:
     """New values in the same buffers, y poisoned again, the returned graph executed by the checker: what y then
     holds is computed by that graph alone."""
-    import torch
-
-    from helpers.checking import poison_
-    from helpers.graphs import workspace_for
-    from helpers.handles import get_handle
-
     x.copy_(fresh(*x.shape))
     w.copy_(fresh(*w.shape, scale=K**-0.5))
     b.copy_(fresh(*b.shape))
@@ -67,15 +66,7 @@ def _run_returned(graph, pack, x, w, b, y, fresh) -> None:
 
 @checker("01.matmul_bias_relu")
 def check_matmul_bias_relu(answer):
-    import torch
-
-    from helpers.checking import check, poison_
-    from helpers.device import require_gpu, working_dtype
-    from .provenance import tracing
-
-    require_gpu()
-    load_cudnn(need_gpu=False)
-    dtype = working_dtype()
+    _, dtype = on_gpu()
     gen = torch.Generator(device="cuda").manual_seed(1)
 
     def fresh(*shape, scale=1.0):
@@ -84,9 +75,7 @@ def check_matmul_bias_relu(answer):
     x, w, b = fresh(BATCH, M, K), fresh(BATCH, K, N, scale=K**-0.5), fresh(1, 1, N)
     y = poison_(torch.empty(BATCH, M, N, device="cuda", dtype=dtype))
     first_inputs = [t.clone() for t in (x, w, b)]
-    with tracing() as trace:
-        for name, tensor in (("x", x), ("w", w), ("b", b)):
-            trace.input(name, tensor)
+    with tracing(dict(x=x, w=w, b=b)) as trace:
         with trace.answer():
             returned = answer(x, w, b, y)
         graph, pack = inspect_matmul_bias_relu(returned, y)
@@ -100,10 +89,10 @@ def check_matmul_bias_relu(answer):
         out = torch.bmm(x_.double(), w_.double()) + (b_.double() if bias else 0)
         return torch.relu(out) if relu else out
 
-    def matches(reference) -> bool:  # by norm and element by element, tolerance from y's dtype
-        return check("01.matmul_bias_relu", y, reference, quiet=True, raise_on_fail=False).ok
+    def matches(reference) -> bool:
+        return agrees(y, reference).ok
 
-    result = check("01.matmul_bias_relu", y, ref(x, w, b), quiet=True, raise_on_fail=False)
+    result = agrees(y, ref(x, w, b))
     if result.ok:
         trace.require_graph_output(y, "y", kinds=("MATMUL",), inputs=("x", "w", "b"), by=graph)
         return f"correct — your graph computes ReLU(X @ W + b) from the buffers it was given, rel err {result.rel_err:.1e}"
@@ -139,24 +128,10 @@ def stream_verdict(writer, stream: int, current: int) -> None:
 
 @checker("01.run_on_stream")
 def check_run_on_stream(answer):
-    """The learner's function must launch the graph on ``stream`` and return at once.
-
-    The checker holds ``stream`` behind a long GPU wait (a spin kernel on a third stream) and times the call on
-    the host: a function that waits for the GPU takes about as long as the wait. It traces the execute that writes
-    y: it must be the checker's graph, its handle bound to ``stream`` (a current stream made to wait for ``stream``
-    afterwards is fine), and y must not come from torch."""
-    import torch
-
-    from helpers.checking import check, poison_
-    from helpers.device import require_gpu, working_dtype
-    from helpers.graphs import GraphIO, build, workspace_for
-    from helpers.handles import get_handle
-    from helpers.recipes import new_graph
-    from .provenance import tracing
-
-    require_gpu()
-    load_cudnn(need_gpu=False)
-    dtype = working_dtype()
+    """The answer must launch the graph on ``stream`` and return at once: the checker holds ``stream`` behind a long GPU
+    wait and times the call on the host (one that waits for the GPU takes about as long), then requires y written by
+    the checker's graph with its handle bound to ``stream``."""
+    _, dtype = on_gpu()
     gen = torch.Generator(device="cuda").manual_seed(2)
     x = torch.randn(4, 128, 128, device="cuda", dtype=torch.float32, generator=gen).to(dtype)
     y = torch.empty_like(x)
@@ -175,11 +150,10 @@ def check_run_on_stream(answer):
     gate_start, gate_end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     with torch.cuda.stream(blocker):
         gate_start.record()
-        torch.cuda._sleep(GATE_CYCLES)
+        internals.gpu_sleep(GATE_CYCLES)
         gate_end.record()
     stream.wait_event(gate_end)
-    with tracing() as trace:
-        trace.input("x", x)
+    with tracing(dict(x=x)) as trace:
         t0 = time.perf_counter()
         try:
             with trace.answer():
@@ -192,7 +166,7 @@ def check_run_on_stream(answer):
     if host_ms > gate_ms / 2:
         raise Wrong(f"your function waited for the GPU ({host_ms:.0f} ms, while the stream was held for "
                     f"{gate_ms:.0f} ms): launch on the stream and return without synchronizing")
-    result = check("01.run_on_stream", y, torch.relu(x.double()), quiet=True, raise_on_fail=False)
+    result = agrees(y, torch.relu(x.double()))
     if result.unwritten == y.numel():
         raise Wrong("y was never written: execute the graph (with pack and workspace) on `stream`")
     writer = trace.require_graph_output(y, "y", inputs=("x",), by=graph,
@@ -205,8 +179,6 @@ def check_run_on_stream(answer):
 
 
 # ---- reference solutions: H.grade_solution grades these; the hand-out (tools/student.py) cuts the file here
-import torch
-
 import helpers as H
 
 

@@ -4,17 +4,20 @@
     02.folded_bn        relu(conv(x, w) * scale + shift) inference batch norm folded into the epilogue
     02.dgrad_drelu      relu_backward(conv_dgrad(dy, w), x)  the backward: dgrad with the previous ReLU's mask
 
-Each checker runs the answer on its own NHWC inputs (3x3 filter, padding 1, stride 1) with a NaN-poisoned
-output (y, or dx for the backward), compares it with a float64 PyTorch reference, names the usual mistake when
-it matches a wrong formula instead, then traces who wrote it (``provenance``: a cuDNN graph with the exercise's
-convolution, CONV_FPROP or CONV_DGRAD, that read every input, no torch compute on the way — torch's own cuDNN
-convolution ops included) and counts the GPU kernels of one call: the point is one. Inside ``grading_on("cpu")``
-it grades on the CPU up to the kernel count, so a torch answer is refused there too.
-torch and the GPU are touched only inside the functions, so this module imports on any machine.
+Each runs the answer on its own NHWC inputs (3x3 filter, padding 1) with a NaN-poisoned output, grades it against
+float64 PyTorch (naming the usual mistake), traces who wrote it (a cuDNN graph with the exercise's convolution that
+read every input, no torch compute on the way, torch's own cuDNN convolutions included) and counts one call's GPU
+kernels: the point is one. Inside ``grading_on("cpu")`` it grades up to the kernel count.
 """
 from __future__ import annotations
 
-from . import NotDone, Wrong, checker, grade_output, grading_setup
+import torch
+import torch.nn.functional as F
+
+from helpers.checking import poison_
+from helpers.timing.kernels import kernels_launched, short_kernel_name
+from . import NotDone, Wrong, checker, grade_output, grading_setup, inputs
+from .provenance import tracing
 
 # Small: each answer builds its graph per call, and a checker calls it twice. Channel counts are multiples
 # of 8 (tensor-core kernels); N, C, H=W, K, filter, padding, stride.
@@ -27,13 +30,9 @@ SEED = 2
 
 
 def tensors(*, dtype, device: str = "cuda", seed: int = SEED) -> dict:
-    """The checkers' inputs: the recipe's x, w, b and poisoned y (NHWC), a residual r shaped like y, and a
-    per-channel scale in [0.25, 2] and shift (1xKx1x1). Reproducible for a given seed."""
-    import torch
-
-    from helpers.recipes.conv_bias_relu import make_tensors
-
-    t = make_tensors(**SHAPE, dtype=dtype, seed=seed, device=device)
+    """Notebook 02's x, w, b and poisoned y (``inputs.conv_tensors``), a residual r like y, and a per-channel scale in
+    [0.25, 2] and shift (1xKx1x1), all NHWC. Reproducible for a given seed."""
+    t = inputs.conv_tensors(**SHAPE, dtype=dtype, seed=seed, device=device)
     gen = torch.Generator(device=device).manual_seed(seed + 1)
     k = SHAPE["k"]
 
@@ -48,15 +47,11 @@ def tensors(*, dtype, device: str = "cuda", seed: int = SEED) -> dict:
 
 def _conv64(t):
     """conv2d(x, w) in float64, no bias."""
-    import torch.nn.functional as F
-
     return F.conv2d(t["x"].double(), t["w"].double(), padding=SHAPE["pad"], stride=SHAPE["stride"])
 
 
 def residual_references(t) -> tuple:
     """The right answer and, by the mistake that gives it, the usual wrong ones (all float64)."""
-    import torch
-
     conv, b, r = _conv64(t), t["b"].double(), t["r"].double()
     right = torch.relu(conv + b + r)
     wrong = {
@@ -71,8 +66,6 @@ def residual_references(t) -> tuple:
 
 def folded_bn_references(t) -> tuple:
     """relu(conv * scale + shift) and, by the mistake that gives it, the usual wrong ones (all float64)."""
-    import torch
-
     conv, scale, shift = _conv64(t), t["scale"].double(), t["shift"].double()
     right = torch.relu(conv * scale + shift)
     wrong = {
@@ -86,21 +79,13 @@ def folded_bn_references(t) -> tuple:
 
 
 def dgrad_tensors(*, dtype, device: str = "cuda", seed: int = SEED) -> dict:
-    """The dgrad checker's inputs, from the conv_backward recipe (NHWC): the incoming gradient dy [n,k,h,w], the
-    filter w [k,c,3,3], x [n,c,h,w] (the previous layer's ReLU output: about half exact zeros) and a NaN-poisoned
-    dx shaped like x. Reproducible for a given seed."""
-    from helpers.recipes.conv_backward import make_tensors
-
-    t = make_tensors(**DGRAD_SHAPE, dtype=dtype, seed=seed, device=device)
-    return {name: t[name] for name in ("dy", "w", "x", "dx")}
+    """The dgrad checker's NHWC dy, w, x (a ReLU's output: about half exact zeros) and poisoned dx."""
+    return inputs.dgrad_tensors(**DGRAD_SHAPE, dtype=dtype, seed=seed, device=device)
 
 
 def dgrad_drelu_references(t) -> tuple:
     """dx = conv_dgrad(dy, w) * (x > 0) and, by the mistake that gives it, the usual wrong ones (all float64).
     dgrad is the transposed convolution: conv2d(dy, w with K and C swapped AND its 3x3 taps flipped)."""
-    import torch
-    import torch.nn.functional as F
-
     pad, stride = DGRAD_SHAPE["pad"], DGRAD_SHAPE["stride"]
     dy, w, x = (t[name].double() for name in ("dy", "w", "x"))
     dgrad = F.conv_transpose2d(dy, w, padding=pad, stride=stride)
@@ -120,8 +105,7 @@ def dgrad_drelu_references(t) -> tuple:
 
 
 def grade(out, right, wrong: dict) -> float:
-    """The relative error of ``out`` (y) against ``right``, or ``Wrong`` in one line naming the mistake: the
-    course's grading cascade, ``grade_output``."""
+    """``grade_output`` of y: its relative error against ``right``, or ``Wrong`` in one line naming the mistake."""
     return grade_output(out, right, wrong, what="the output", all_nan_hint="mark the graph's output with the y you are "
                         "given (io.output) and execute the graph")
 
@@ -132,30 +116,19 @@ def grade_dx(out, right, wrong: dict) -> float:
                         "given (io.output) and execute the graph")
 
 
-def _short(kernel: str) -> str:
-    """A kernel's name without its template arguments and parameter list, cut to 40 characters."""
-    name = kernel.removeprefix("void ")
-    for cut in ("<", "("):
-        name = name.split(cut, 1)[0]
-    return name[:40]
-
-
 def one_kernel(names: list, fix: str) -> None:
     """Raise ``Wrong`` unless ``names`` (the kernels of one call) is exactly one kernel; ``fix`` says how."""
     if len(names) == 1:
         return
     if not names:
-        raise Wrong("one call launched no GPU kernel: execute the graph inside the function, on "
-                    "H.get_handle()")
-    shown = ", ".join(_short(n) for n in names[:3]) + (", ..." if len(names) > 3 else "")
+        raise Wrong("one call launched no GPU kernel: execute the graph inside the function, on H.get_handle()")
+    shown = ", ".join([short_kernel_name(n.removeprefix("void "), 40) for n in names[:3]] + ["..."] * (len(names) > 3))
     raise Wrong(f"the output is correct but one call launched {len(names)} kernels ({shown}); the point is "
                 f"one — {fix}")
 
 
 def _run(answer, names: tuple, t: dict):
     """Call ``answer`` on the tensors ``names`` of ``t``; ``NotDone`` if it returns ``...``."""
-    import torch
-
     returned = answer(*(t[name] for name in names))
     if returned is Ellipsis:
         raise NotDone(f"not done yet — {getattr(answer, '__name__', 'your answer')} returned ...")
@@ -164,31 +137,21 @@ def _run(answer, names: tuple, t: dict):
 
 
 def require_fused(trace, t: dict, names: tuple, *, out: str = "y", kinds: tuple = ("CONV_FPROP",)) -> None:
-    """``Wrong`` in one line unless ``out`` (y) was written last by a cuDNN graph with the convolution ``kinds``
-    that read every other input in ``names``, with nothing torch computed on the way (``trace``: the
-    ``provenance.Trace`` of the call)."""
+    """``Wrong`` in one line unless ``out`` was written last by a cuDNN graph with the convolution ``kinds`` that read
+    every other input in ``names``, with nothing torch computed on the way (``trace``: the call's)."""
     trace.require_graph_output(t[out], out, kinds=kinds, inputs=tuple(n for n in names if n != out))
 
 
 def _check_fused(answer, names: tuple, references, fix: str, *, out: str = "y", kinds: tuple = ("CONV_FPROP",),
-                 make=tensors, grader=grade) -> str:
-    """Run on ``make``'s tensors, grade ``out`` with ``grader`` against ``references(t)``, trace who wrote it (a graph
+                 make=tensors, grade_with=grade) -> str:
+    """Run on ``make``'s tensors, grade ``out`` with ``grade_with`` against ``references(t)``, trace who wrote it (a graph
     with ``kinds``), then count one call's kernels on a fresh poisoned output (GPU only)."""
-    import torch
-
-    from helpers.checking import poison_
-    from helpers.timing.kernels import kernels_launched
-    from .provenance import tracing
-
     device, dtype = grading_setup()   # needs a GPU unless grading on the CPU: one line if there is none
     t = make(dtype=dtype, device=device)
-    with tracing() as trace:
-        for name in names:
-            trace.input(name, t[name])
-        with trace.answer():
-            _run(answer, names, t)
+    with tracing({name: t[name] for name in names}) as trace, trace.answer():
+        _run(answer, names, t)
     right, wrong = references(t)
-    err = grader(t[out], right, wrong)
+    err = grade_with(t[out], right, wrong)
     require_fused(trace, t, names, out=out, kinds=kinds)
     if device == "cpu":
         return f"correct on the CPU — rel err {err:.1e} (the kernel count needs a GPU)"
@@ -217,12 +180,10 @@ def check_dgrad_drelu(answer) -> str:
     CONV_DGRAD node that read dy, w and x."""
     return _check_fused(answer, ("dy", "w", "x", "dx"), dgrad_drelu_references,
                         "put the ReLU backward in the dgrad graph (graph.relu_backward(dgrad, x)), not a second one",
-                        out="dx", kinds=("CONV_DGRAD",), make=dgrad_tensors, grader=grade_dx)
+                        out="dx", kinds=("CONV_DGRAD",), make=dgrad_tensors, grade_with=grade_dx)
 
 
 # ---- reference solutions: H.grade_solution grades these; the hand-out (tools/student.py) cuts the file here
-import torch
-
 import helpers as H
 
 NHWC = torch.channels_last

@@ -3,21 +3,31 @@
     03.fastest_plan    time every plan of a planned graph, return the index of the fastest
     03.replay_choice   rebuild a saved (name, engine id, knobs) choice on a fresh graph, return its index
 
-Both use the conv → bias → ReLU recipe (notebook 02) on the checkers' own shape. The fastest plan is judged
-against the checker's own timing of every plan: a pick within the timing noise of the fastest passes, a
-slower one fails with the measured gap. And the pick must come from timing: the checker records the plans the
-answer executed (``graph_runs.recording``), and an answer that did not run every plan that builds fails,
-whatever it returned (``return 0`` passes nothing). The checker's graph refuses to build the first half of its
-ranked plans but one slow plan (as a GPU without those engines would: ``refuse_plans``), so a plan's position among
-the plans that built, returned as an index, names a refused plan or the slow one. torch and the GPU are touched only inside the functions, so
-this module imports on any machine.
+Both use notebook 02's conv → bias → ReLU on the checkers' own shape. The fastest plan is judged against the
+checker's own timing of every plan: a pick within the timing noise of the fastest passes, a slower one fails with the
+measured gap. The pick must come from timing: an answer that did not run every plan that builds fails, whatever it
+returned (the checker records the plans it ran). The checker's graph refuses the first half of its ranked plans but
+one slow plan (as a GPU without those engines would: ``refuse_plans``), so a plan's position among the plans that
+built, returned as an index, names a refused plan or the slow one.
 """
 from __future__ import annotations
 
 import math
 import numbers
+import operator
+import statistics
 
-from . import NotDone, Wrong, checker
+import pandas as pd
+import torch
+
+from helpers.checking import check, poison_
+from helpers.device import require_gpu, working_dtype
+from helpers.errors import first_line
+from helpers.graphs import heuristic_modes, workspace_for
+from helpers.handles import get_handle
+from helpers.timing.per_call import benchmark
+from . import NotDone, Wrong, checker, inputs
+from .graph_runs import recording
 
 # N, C, H=W, K: big enough that the fast plans take some microseconds, small enough that the slowest
 # (FALLBACK) plans stay in the milliseconds.
@@ -30,20 +40,14 @@ ALLOWANCE_MS = 1e-3      # ... and never less than the resolution of CUDA-event 
 
 
 def _problem(seed: int):
-    """The recipe's tensors for SHAPE and the float64 reference."""
-    from helpers.device import working_dtype
-    from helpers.recipes import conv_bias_relu
-
-    t = conv_bias_relu.make_tensors(SHAPE["N"], SHAPE["C"], SHAPE["H"], SHAPE["K"], dtype=working_dtype(), seed=seed)
-    return t, conv_bias_relu.reference(t)
+    """Notebook 02's conv tensors for SHAPE and the float64 reference."""
+    t = inputs.conv_tensors(SHAPE["N"], SHAPE["C"], SHAPE["H"], SHAPE["K"], dtype=working_dtype(), seed=seed)
+    return t, inputs.conv_reference(t)
 
 
 def _planned_graph(t):
     """A fresh graph for ``t``, planned with A, B and FALLBACK (one ranked list) and support-checked; not built."""
-    from helpers.graphs import heuristic_modes
-    from helpers.recipes import conv_bias_relu
-
-    g, io = conv_bias_relu.graph(t)
+    g, io = inputs.conv_graph(t)
     g.validate()
     g.build_operation_graph()
     g.create_execution_plans(heuristic_modes(MODES))
@@ -98,8 +102,6 @@ def refuse_plans(graph, refused) -> None:
 
 
 def _as_index(value):
-    import operator
-
     try:
         return operator.index(value)
     except TypeError:
@@ -127,12 +129,6 @@ def _ms(value: float) -> str:
 
 def head_to_head(graph, pack, a: int, b: int, rounds: int = 3, iters: int = 20) -> dict:
     """Plans ``a`` and ``b`` timed in alternation (L2 flushed): ``{index: (median_ms, p10_ms, p90_ms)}``."""
-    import statistics
-
-    from helpers.graphs import workspace_for
-    from helpers.handles import get_handle
-    from helpers.timing.per_call import benchmark
-
     handle = get_handle()
     runs = {}
     for i in (a, b):
@@ -149,9 +145,46 @@ def head_to_head(graph, pack, a: int, b: int, rounds: int = 3, iters: int = 20) 
     return out
 
 
+def time_plans(graph, pack: dict, out, ref, *, warmup: int = 3, iters: int = 15):
+    """The checker's pass over every plan, as notebook 03 times them (``autotune.time_plans``): one row per plan,
+    ranked; each plan built (a refusal recorded), run once and checked (``out`` poisoned, then compared with ``ref``),
+    then timed with the L2 flushed, a plan slower than ``MAX_MS`` cut off after one run. Columns: name, result
+    ("timed", "cut off", "build failed: …" or "run failed: …"), check ("PASS", "FAIL"), rel_err, median_ms."""
+    handle, rows = get_handle(), {}
+    for i in range(graph.get_execution_plan_count()):
+        row = rows[i] = dict(name=graph.get_plan_name_at_index(i), check="-")
+        try:
+            graph.build_plan_at_index(i)
+        except Exception as exc:
+            row["result"] = "build failed: " + first_line(exc)
+            continue
+        workspace = workspace_for(graph, plan=i)
+
+        def run(i=i, workspace=workspace):
+            graph.execute_plan_at_index(pack, workspace, index=i, handle=handle)
+
+        try:
+            poison_(out)
+            run()
+            if out.is_cuda:
+                torch.cuda.synchronize()
+            verdict = check("plan", out, ref, quiet=True, raise_on_fail=False)
+        except Exception as exc:
+            row["result"] = "run failed: " + first_line(exc)
+            continue
+        timing = benchmark(run, warmup=warmup, iters=iters, flush_l2=True, max_ms=MAX_MS)
+        row.update(check="PASS" if verdict.ok else "FAIL", rel_err=verdict.rel_err,
+                   result="cut off" if timing.cut_off else "timed", median_ms=timing.median_ms)
+    table = pd.DataFrame.from_dict(rows, orient="index").rename_axis("plan")
+    for column in ("rel_err", "median_ms"):
+        if column not in table:
+            table[column] = float("nan")
+    return table
+
+
 def require_timed(index: int, table, ran: set) -> None:
     """``Wrong`` in one line unless the answer executed every plan that the checker could time (``table``, as
-    ``autotune.time_plans`` returns it: a "timed" or "cut off" result) — ``ran``: the plan indices the answer
+    ``time_plans`` returns it: a "timed" or "cut off" result) — ``ran``: the plan indices the answer
     executed. The point of the exercise is the plan chosen by timing: an index returned without running the
     plans is a guess, right or not."""
     runnable = [int(i) for i in table.index[table["result"].isin(("timed", "cut off"))]]
@@ -169,17 +202,13 @@ def require_timed(index: int, table, ran: set) -> None:
 # ------------------------------------------------------------------ 03.fastest_plan
 @checker("03.fastest_plan")
 def check_fastest_plan(answer):
-    from helpers.device import require_gpu
-    from helpers.recipes import autotune
-    from .graph_runs import recording
-
     require_gpu()
     t, ref = _problem(seed=3)
     graph, io = _planned_graph(t)
     count = graph.get_execution_plan_count()
     # The checker's own pass over every plan, as section 5 does it (each plan checked against the reference);
     # then every plan ahead of the fastest is refused, so the answer's plan list holds failures before the winner.
-    table = autotune.time_plans(graph, io.pack(), check=autotune.check_with(t["y"], ref), warmup=3, iters=15, max_ms=MAX_MS)
+    table = time_plans(graph, io.pack(), t["y"], ref)
     refused = refused_plans(table)
     refuse_plans(graph, refused)
     for i in refused:
@@ -248,20 +277,11 @@ def saved_choice(graph) -> tuple[int, dict]:
 
 @checker("03.replay_choice")
 def check_replay_choice(answer):
-    import torch
-
-    from helpers.checking import check, poison_
-    from helpers.device import require_gpu
-    from helpers.errors import first_line
-    from helpers.graphs import workspace_for
-    from helpers.handles import get_handle
-    from helpers.recipes import conv_bias_relu
-
     require_gpu()
     t, ref = _problem(seed=4)
     tuned, _ = _planned_graph(t)
     _, choice = saved_choice(tuned)
-    fresh, io = conv_bias_relu.graph(t)  # constructed only: not validated, not planned
+    fresh, io = inputs.conv_graph(t)  # constructed only: not validated, not planned
     index = plan_index(answer(fresh, dict(choice, knobs=dict(choice["knobs"]))), fresh.get_execution_plan_count())
 
     name = fresh.get_plan_name_at_index(index)

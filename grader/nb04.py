@@ -6,23 +6,26 @@
     04.rmsnorm_backward   dx and dscale of y = x * inv_rms(x) * scale from dy and the forward's saved inv_var,
                           both written by one execute of one graph with an RMSNORM_BWD node
 
-Each checker runs the answer on its own small inputs, compares with PyTorch in fp32 by norm and element-wise
-(the output dtype's tolerance; ``grade_output``, the course's grading cascade), names the usual mistake when the
-result matches a wrong formula instead, and rejects
-torch kernels running next to the graph (the epilogue and the AMAX belong inside it). From the executes it
-records (``graph_runs.recording``) it also requires the point of each exercise: y and its AMAX written by one
-execute of one graph (not the AMAX from a second graph), alpha passed by value at every execute (not a device
-tensor refreshed with a kernel), and dx and dscale written by one execute of one RMSNorm-backward graph that read
-the inv_var the forward saved (not statistics recomputed by torch). It traces who wrote each graded output
-(``provenance``): a cuDNN graph with the exercise's operation (the matmul, the RMSNorm backward), reading the
-exercise's inputs, with nothing torch computed on the way (a GEMM by cuBLAS under an epilogue graph,
-``torch._scaled_mm``, an AMAX by torch, a backward by autograd all fail, each naming the operator). The grading
-functions (``grade_*``) take plain tensors, so they work, and are tested, on the CPU as well; torch and the
-GPU are touched only inside functions, so this module imports on any machine.
+Each checker runs the answer on its own small inputs, grades it against PyTorch in fp32 (``grade_output``, naming the
+usual mistake), traces who wrote each graded output (a cuDNN graph with the exercise's operation that read its inputs,
+nothing torch computed on the way: cuBLAS under an epilogue graph, ``torch._scaled_mm``, an AMAX by torch, autograd's
+backward all fail by name), rejects torch kernels next to the graph, and requires the point of each exercise from the
+executes: y and its AMAX from one execute of one graph, alpha passed by value at every execute, dx and dscale from one
+execute that read the inv_var the forward saved. The ``grade_*`` functions take plain tensors, so they run, and are
+tested, on the CPU too.
 """
 from __future__ import annotations
 
-from . import NotDone, Wrong, agrees, checker, grade_output, grading_setup
+import math
+
+import torch
+import torch.nn.functional as F
+
+from helpers.checking import poison_, tolerance
+from helpers.quantize import to_fp8
+from helpers.timing.kernels import kernels_launched, short_kernel_name
+from . import NotDone, Wrong, agrees, checker, grade_output, grading_setup, inputs
+from .provenance import tracing
 
 # batch, M, K, N: small (each answer builds its graph per call), whole tiles for the tensor cores
 SILU_SHAPE = (4, 128, 256, 128)
@@ -38,8 +41,6 @@ def silu_inputs(*, dtype, device: str = "cuda", seed: int = SEED) -> dict:
     """a [B,M,K] with a different spread per batch entry (so the entries' maxima differ), b [B,K,N] scaled by
     1/sqrt(K), and a bias [1,1,N] around -1.5 (so the largest |pre-activation| is a negative value, which
     SiLU squashes: the AMAX of the pre-activation is far from the AMAX of y)."""
-    import torch
-
     gen = torch.Generator().manual_seed(seed)
     batch, m, k, n = SILU_SHAPE
     spread = torch.linspace(0.5, 2.0, batch).reshape(batch, 1, 1)
@@ -51,10 +52,6 @@ def silu_inputs(*, dtype, device: str = "cuda", seed: int = SEED) -> dict:
 
 def relu_inputs(*, dtype, device: str = "cuda", seed: int = SEED) -> dict:
     """a [B,M,K], b [B,K,N] (1/sqrt(K)), bias [1,1,N], and a NaN-poisoned output y [B,M,N]."""
-    import torch
-
-    from helpers.checking import poison_
-
     gen = torch.Generator().manual_seed(seed + 1)
     batch, m, k, n = RELU_SHAPE
     t = dict(a=torch.randn(batch, m, k, generator=gen), b=torch.randn(batch, k, n, generator=gen) / k**0.5,
@@ -68,10 +65,6 @@ def fp8_inputs(*, device: str = "cuda", seed: int = SEED) -> dict:
     """Per-tensor e4m3 quantization, as in notebook 04's section 8: a8 [1,M,K] row-major, b8 [1,K,N]
     column-major (the transpose view of a contiguous N x K tensor), and descale_a/descale_b as 1x1x1 fp32
     device tensors (1/scale, scale = 448/amax). The two descales differ, and neither is near 1."""
-    import torch
-
-    from helpers.quantize import to_fp8
-
     gen = torch.Generator().manual_seed(seed + 2)
     batch, m, k, n = FP8_SHAPE
     a8, descale_a = to_fp8(torch.randn(batch, m, k, generator=gen))
@@ -83,8 +76,6 @@ def fp8_inputs(*, device: str = "cuda", seed: int = SEED) -> dict:
 # ------------------------------------------------------------------ grading (any device)
 def _pair(result, what: str):
     """``result`` as (y, amax): NotDone for None/..., Wrong for anything but two tensors."""
-    import torch
-
     if result is None or result is Ellipsis:
         raise NotDone(f"not done yet — return {what}")
     if not (isinstance(result, (tuple, list)) and len(result) == 2
@@ -98,10 +89,6 @@ def grade_amax(amax, y, want_shape: tuple, wrong: dict) -> None:
     and element-wise, within ``H.tolerance("amax")``: the two differ only by y's final rounding when the engine
     reduces the fp32 value before the cast); otherwise ``Wrong`` naming the mistake it matches (``wrong``:
     message -> value)."""
-    import torch
-
-    from helpers.checking import tolerance
-
     dims = tuple(i for i, size in enumerate(want_shape) if size == 1)
     want = y.detach().float().abs().amax(dim=dims, keepdim=True)
     if tuple(amax.shape) != tuple(want_shape):
@@ -129,8 +116,6 @@ def grade_amax(amax, y, want_shape: tuple, wrong: dict) -> None:
 
 def silu_references(t) -> tuple:
     """silu(a @ b + bias) in fp32 and, by the mistake that gives it, the usual wrong outputs."""
-    import torch.nn.functional as F
-
     acc = t["a"].float() @ t["b"].float()
     pre = acc + t["bias"].float()
     wrong = {
@@ -168,8 +153,6 @@ def grade_silu_amax(t, result) -> str:
 
 def relu_references(t, alpha: float) -> tuple:
     """relu(alpha * a @ b + bias) in fp32 and the usual wrong outputs (no earlier-alpha ones: see grade)."""
-    import torch.nn.functional as F
-
     acc = t["a"].float() @ t["b"].float()
     bias = t["bias"].float()
     wrong = {}
@@ -210,8 +193,6 @@ def fp8_references(t) -> tuple:
 
 def grade_fp8_matmul_amax(t, result) -> str:
     """Grade ``(y, amax)`` for the inputs ``t`` of 04.fp8_matmul_amax."""
-    import torch
-
     y, amax = _pair(result, "(y, amax)")
     if y.dtype != torch.bfloat16:
         raise Wrong(f"y is {y.dtype}; store it in bfloat16 (the output buffer's dtype)")
@@ -232,20 +213,14 @@ def torch_kernels(names: list) -> list:
     return [n for n in names if ("at::native::" in n or n.startswith("triton")) and "FillFunctor" not in n]
 
 
-def _short(kernel: str) -> str:
-    name = kernel.removeprefix("void ")
-    for cut in ("<", "("):
-        name = name.split(cut, 1)[0]
-    return name.removeprefix("at::native::")[:40]
-
-
 def graph_only(names: list, what: str) -> None:
     """``Wrong`` unless ``names`` (the kernels of one call) ran something and none of it was torch's."""
     if not names:
         raise Wrong("one call launched no GPU kernel: execute the graph inside the function, on H.get_handle()")
     extra = torch_kernels(names)
     if extra:
-        shown = ", ".join(dict.fromkeys(_short(n) for n in extra))
+        shown = ", ".join(dict.fromkeys(short_kernel_name(n.removeprefix("void ").removeprefix("at::native::"), 40)
+                                        for n in extra))
         raise Wrong(f"the result is right, but torch kernels ran next to the graph ({shown}): compute {what} "
                     f"inside the cuDNN graph")
 
@@ -269,8 +244,6 @@ def one_graph_wrote(runs, outputs: dict, what: str) -> None:
 def alpha_by_value(runs, y, alpha: float) -> None:
     """``Wrong`` in one line unless the execute that wrote ``y`` during ``run(alpha)`` passed ``alpha`` by value:
     a pass-by-value tensor of the graph, bound to a host value equal to ``alpha`` (``runs``: that call's runs)."""
-    import math
-
     writer = runs.require_written(y, "y", how=f"run({alpha}) must execute the graph, with y as its output")
     scalars = writer.scalars()
     if not scalars:
@@ -295,15 +268,8 @@ def _call_traced(answer, names: tuple, t: dict):
     """The answer's result on ``t``'s tensors ``names``; the kernels of a second call (GPU only: ``kernels_launched``
     calls it twice, both results stay alive, so the second cannot find the first's output in reused memory); the
     graph executes of the first call (``GraphRuns``, no snapshots: nothing added to the kernels) and the trace."""
-    import torch
-
-    from helpers.timing.kernels import kernels_launched
-    from .provenance import tracing
-
     results, calls = [], []
-    with tracing() as trace:
-        for name in names:
-            trace.input(name, t[name])
+    with tracing({name: t[name] for name in names}) as trace:
         runs = trace.runs
 
         def call():
@@ -338,17 +304,9 @@ def check_silu_amax(answer) -> str:
 @checker("04.scaled_relu")
 def check_scaled_relu(answer) -> str:
     """``answer(a, b, bias, y)`` builds once and returns run(alpha), which writes relu(alpha * a @ b + bias)."""
-    import torch
-
-    from helpers.checking import poison_
-    from helpers.timing.kernels import kernels_launched
-    from .provenance import tracing
-
     device, dtype = grading_setup()
     t = relu_inputs(dtype=dtype, device=device)
-    with tracing() as trace:
-        for name in ("a", "b", "bias"):
-            trace.input(name, t[name])
+    with tracing({name: t[name] for name in ("a", "b", "bias")}) as trace:
         runs = trace.runs
         with trace.answer():
             run = answer(t["a"], t["b"], t["bias"], t["y"])
@@ -394,19 +352,15 @@ def check_fp8_matmul_amax(answer) -> str:
 
 # ------------------------------------------------------------------ 04.rmsnorm_backward (deep dive G's RMSNorm)
 def rmsnorm_backward_inputs(*, dtype, device: str = "cuda", seed: int = SEED) -> dict:
-    """The recipe's RMSNorm tensors (``recipes.norms.make_tensors``, made on the CPU: reproducible), shaped
+    """Notebook 04's RMSNorm tensors (``inputs.norm_tensors``, made on the CPU: reproducible), shaped
     ``NORM_SHAPE``, with values chosen so that each usual mistake is far off: x's rows centred (mean 0, so a
     LayerNorm's statistics equal the RMSNorm's and only its centring of dy differs) with a spread from 1/4 to 4
     (inv_var from about 4 to 1/4); dy leaning on x (0.5 x / rms) plus noise plus an offset per row, as a loss
     gradient does (so dropping the term that comes from inv_var depending on x, or subtracting dy's row mean, moves
     dx by tens of percent). inv_var [rows, 1, 1, 1] fp32 is the exact reference 1/sqrt(mean(x^2) + eps) of x: the
     forward's saved statistic, so the exercise is the backward alone. dx and dscale are NaN-poisoned."""
-    import torch
-
-    from helpers.recipes.norms import make_tensors, rms_reference
-
     rows, hidden = NORM_SHAPE
-    t = make_tensors(rows, hidden, dtype=dtype, seed=seed, device="cpu")
+    t = inputs.norm_tensors(rows, hidden, dtype=dtype, seed=seed, device="cpu")
     gen = torch.Generator().manual_seed(seed + 3)
     unit = t["x"].float()
     unit = unit - unit.mean(dim=1, keepdim=True)
@@ -414,18 +368,16 @@ def rmsnorm_backward_inputs(*, dtype, device: str = "cuda", seed: int = SEED) ->
     t["x"] = (unit * spread).to(dtype)
     offset = 0.5 * torch.randn(rows, 1, 1, 1, generator=gen)
     t["dy"] = (0.5 * unit + t["dy"].float() + offset).to(dtype)
-    t["inv_var"].copy_(rms_reference(t)["inv_var"])
+    t["inv_var"].copy_(inputs.rms_reference(t)["inv_var"])
     keep = ("dy", "x", "scale", "inv_var", "dx", "dscale")
     return {name: t[name].to(device) for name in keep}
 
 
 def rmsnorm_backward_references(t) -> tuple:
-    """``((dx, dscale), (wrong dx, wrong dscale))``: the right gradients in fp32 (the recipe's ``rms_reference``,
-    autograd through ``F.rms_norm``) and, by the mistake that gives it, the usual wrong ones ({message: value}),
-    computed from t's values and the given inv_var."""
-    from helpers.recipes.norms import rms_reference
-
-    ref = rms_reference(t)
+    """``((dx, dscale), (wrong dx, wrong dscale))``: the right gradients in fp32 (``inputs.rms_reference``, autograd
+    through ``F.rms_norm``) and, by the mistake that gives it, the usual wrong ones ({message: value}), computed from
+    t's values and the given inv_var."""
+    ref = inputs.rms_reference(t)
     shape, scale_shape = t["x"].shape, t["scale"].shape
     x, dy, gamma = t["x"].float().flatten(1), t["dy"].float().flatten(1), t["scale"].float().flatten(1)
     inv = t["inv_var"].float().flatten(1)
@@ -490,13 +442,7 @@ def require_one_backward_execute(trace, t) -> None:
 def _traced_backward(answer, t: dict, **watch):
     """Run ``answer(dy, x, scale, inv_var, dx, dscale)`` as the learner's code inside ``tracing(**watch)``; the
     trace. ``NotDone`` if it returns ``...``."""
-    import torch
-
-    from .provenance import tracing
-
-    with tracing(**watch) as trace:
-        for name in BACKWARD_INPUTS:
-            trace.input(name, t[name])
+    with tracing({name: t[name] for name in BACKWARD_INPUTS}, **watch) as trace:
         with trace.answer():
             returned = answer(*(t[name] for name in (*BACKWARD_INPUTS, "dx", "dscale")))
             if t["dx"].is_cuda:
@@ -510,11 +456,6 @@ def _traced_backward(answer, t: dict, **watch):
 def check_rmsnorm_backward(answer) -> str:
     """``answer(dy, x, scale, inv_var, dx, dscale)`` writes the RMSNorm backward's dx and dscale into the buffers
     given, both from one execute of one graph."""
-    import torch
-
-    from helpers.checking import poison_
-    from helpers.timing.kernels import kernels_launched
-
     device, dtype = grading_setup()  # needs a GPU unless grading on the CPU: one line if there is none
     t = rmsnorm_backward_inputs(dtype=dtype, device=device)
     trace = _traced_backward(answer, t)
@@ -530,12 +471,11 @@ def check_rmsnorm_backward(answer) -> str:
 
 
 # ---- reference solutions: H.grade_solution grades these; the hand-out (tools/student.py) cuts the file here
+import helpers as H
+
+
 def silu_amax(a, b, bias):
     """SiLU epilogue with a per-batch-entry AMAX: the reduction's output keeps dim 0 and collapses M and N."""
-    import torch
-
-    import helpers as H
-
     cudnn = H.load_cudnn()
     batch, rows, _ = a.shape
     cols = b.shape[-1]
@@ -559,10 +499,6 @@ def silu_amax(a, b, bias):
 
 def scaled_relu(a, b, bias, y):
     """Build relu(alpha * a @ b + bias) once with alpha as a pass-by-value scalar; run(alpha) only executes."""
-    import torch
-
-    import helpers as H
-
     cudnn = H.load_cudnn()
     g = cudnn.pygraph(handle=H.get_handle(), io_data_type=a.dtype,
                       intermediate_data_type=torch.float32, compute_data_type=torch.float32)
@@ -583,10 +519,6 @@ def scaled_relu(a, b, bias, y):
 
 def fp8_matmul_amax(a8, b8, descale_a, descale_b):
     """e4m3 GEMM, both descales in the epilogue, bf16 output and its AMAX, as one graph."""
-    import torch
-
-    import helpers as H
-
     cudnn = H.load_cudnn()
     batch, rows, _ = a8.shape
     cols = b8.shape[-1]
@@ -610,10 +542,6 @@ def fp8_matmul_amax(a8, b8, descale_a, descale_b):
 def rmsnorm_backward(dy, x, scale, inv_var, dx, dscale):
     """RMSNorm's backward as one graph: dx and dscale (summed over the rows) from dy, x, scale and the inv_var
     the forward saved; one execute writes both."""
-    import torch
-
-    import helpers as H
-
     cudnn = H.load_cudnn()
     g = cudnn.pygraph(handle=H.get_handle(), io_data_type=x.dtype,
                       intermediate_data_type=torch.float32, compute_data_type=torch.float32)

@@ -3,23 +3,25 @@
 ``05.sliding_window``: a causal SDPA graph whose band keeps only the last ``window`` keys.
 ``05.merge_chunks``: attention over K/V that arrive in chunks, one forward with Stats per chunk, merged.
 
-Each checker calls the learner's function on its own small inputs, compares with PyTorch in float64 the way
-``H.check`` does (by norm and element by element, the tolerance of the output's dtype from the course's one
-table), and when the answer is wrong, tries the usual mistakes (each a PyTorch reference of its own, compared
-the same way) to say which one it is. The grading functions take a ``device`` so the tests can exercise the diagnoses on CPU with
-PyTorch-made answers; the registered checkers always run on the GPU.
-
-The outputs must come from cuDNN (``provenance.tracing``): in ``05.sliding_window`` the graph the answer returns
-must have executed with ``o`` as its output after reading q, k and v, with nothing torch computed on the way and
-nothing written into ``o`` after it; in ``05.merge_chunks`` every chunk's keys and values must have gone through
-an executed SDPA graph that writes Stats, and ``o`` and ``stats`` must be built from those graphs' results by
-element-wise torch work and reductions alone (torch attention, or matmuls, on the inputs fail, naming the op).
+Each checker calls the answer on its own small inputs, compares with PyTorch in float64 as ``H.check`` does, and
+names the usual mistake when the answer matches one instead. The outputs must come from cuDNN: in
+``05.sliding_window`` the returned graph wrote ``o`` from q, k and v, nothing after it; in ``05.merge_chunks`` each
+chunk went through an SDPA graph that writes Stats, and ``o`` and ``stats`` are built from those graphs' results by
+element-wise torch work and reductions alone. The grading functions take a ``device``, so the tests exercise the
+diagnoses on the CPU with torch-made answers.
 """
 from __future__ import annotations
 
 import math
 
-from . import NotDone, Wrong, checker, grading_device
+import torch
+import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+from helpers.checking import poison_
+from . import NotDone, Wrong, agrees, checker, grading_device
+from .graph_runs import node_kinds
+from .provenance import elementwise_merge, tracing
 
 SLIDING_SHAPE = (1, 2, 256, 64)   # B, H, S, D: most rows lie well past the window
 SLIDING_WINDOWS = (32, 96)        # two sizes: an answer that ignores its argument fails one of them
@@ -31,8 +33,6 @@ MERGE_SCALE = 0.7                 # attn_scale = 0.7/sqrt(D): an answer that ass
 
 # ------------------------------------------------------------------ shared
 def _randn(shape, seed: int, device, dtype):
-    import torch
-
     g = torch.Generator().manual_seed(seed)
     return torch.randn(*shape, generator=g).to(device=device, dtype=dtype)
 
@@ -40,10 +40,6 @@ def _randn(shape, seed: int, device, dtype):
 def _attention(q, k, v, scale: float, visible=None):
     """Attention in float64 with PyTorch's math SDPA (``visible``: [S_q, S_kv] bool, True = seen), and the
     log-sum-exp of the scaled, masked scores per query row, [B, H, S_q, 1]."""
-    import torch
-    import torch.nn.functional as F
-    from torch.nn.attention import SDPBackend, sdpa_kernel
-
     q, k, v = q.double(), k.double(), v.double()
     with sdpa_kernel(SDPBackend.MATH):
         o = F.scaled_dot_product_attention(q, k, v, attn_mask=visible, scale=scale)
@@ -53,14 +49,6 @@ def _attention(q, k, v, scale: float, visible=None):
     return o, torch.logsumexp(scores, dim=-1, keepdim=True)
 
 
-def _compare(out, ref):
-    """``H.check``'s verdict on ``out`` against ``ref`` (relative error by norm and the element-wise bound, the
-    tolerance of ``out``'s dtype), without printing or raising."""
-    from helpers.checking import check
-
-    return check("", out, ref, quiet=True, raise_on_fail=False)
-
-
 def _off(result, what: str) -> str:
     """``what`` differs: rel err and tolerance, and the elements off where the norm alone would have passed."""
     elements = f"; {result.elements}" if result.elements is not None and result.elements.n_bad else ""
@@ -68,22 +56,18 @@ def _off(result, what: str) -> str:
 
 
 def _first_match(out, candidates):
-    """The message of the first ``(reference, message)`` that ``out`` matches (``_compare``)."""
+    """The message of the first ``(reference, message)`` that ``out`` matches."""
     for ref, message in candidates:
-        if _compare(out, ref).ok:
+        if agrees(out, ref).ok:
             return message
     return None
 
 
 def _unwritten(t) -> int:
-    import torch
-
     return int(torch.isnan(t.detach().float()).sum().item()) if t.dtype.is_floating_point else 0
 
 
 def _sync(device) -> None:
-    import torch
-
     if str(device).startswith("cuda"):
         torch.cuda.synchronize()
 
@@ -92,8 +76,6 @@ def _sync(device) -> None:
 def band(s: int, window: int | None, *, right_edge: bool = True, device="cpu"):
     """[s, s] bool: key j visible to query i when i - window < j (no left edge if window is None) and,
     with ``right_edge``, j <= i."""
-    import torch
-
     i = torch.arange(s, device=device).view(-1, 1)
     j = torch.arange(s, device=device).view(1, -1)
     visible = torch.ones(s, s, dtype=torch.bool, device=device)
@@ -108,14 +90,12 @@ def _require_sdpa_graph(graph) -> None:
     nodes = getattr(graph, "nodes", None)
     if nodes is None:
         raise Wrong(f"return the cuDNN graph you built and executed, not a {type(graph).__name__}")
-    kinds = [getattr(getattr(n, "node_type", None), "name", "?") for n in nodes]
+    kinds = node_kinds(graph)
     if "SDPA" not in kinds:
         raise Wrong(f"the graph you returned has no sdpa node (its nodes: {kinds or 'none'})")
 
 
 def _sliding_window_mistake(o, q, k, v, scale, window, device) -> str | None:
-    import torch
-
     s = q.shape[2]
     candidates = [
         (_attention(q, k, v, scale, band(s, None, device=device))[0],
@@ -141,25 +121,14 @@ def grade_sliding_window(answer, *, device="cuda", need_graph: bool = True, clas
     ``o``; the result must match sliding-window attention (scale 1/sqrt(D)), and (``need_graph``) the
     returned object must be a graph with an sdpa node, executed with ``o`` as its output, and nothing may have
     written ``o`` after it (``classes``: the graph classes to watch, as ``graph_runs.recording`` takes them)."""
-    import contextlib
-
-    import torch
-
-    from helpers.checking import poison_
-    from .provenance import tracing
-
     b, h, s, d = SLIDING_SHAPE
     scale = 1 / math.sqrt(d)
     worst = 0.0
     for n, window in enumerate(SLIDING_WINDOWS):
         q, k, v = (_randn(SLIDING_SHAPE, 500 + 10 * n + t, device, torch.bfloat16) for t in range(3))
         o = poison_(torch.empty_like(q))
-        with (tracing(snapshot=True, classes=classes) if need_graph else contextlib.nullcontext()) as trace:
-            if need_graph:
-                for name, tensor in (("q", q), ("k", k), ("v", v)):
-                    trace.input(name, tensor)
-            with (trace.answer() if need_graph else contextlib.nullcontext()):
-                graph = answer(q, k, v, o, window)
+        with tracing(dict(q=q, k=k, v=v), snapshot=True, classes=classes) as trace, trace.answer():
+            graph = answer(q, k, v, o, window)
         _sync(device)
         if graph is None or graph is Ellipsis:
             raise NotDone("not done yet — sliding_window_sdpa returned nothing; return the graph it built")
@@ -177,7 +146,7 @@ def grade_sliding_window(answer, *, device="cuda", need_graph: bool = True, clas
                 trace.runs.require_written(o, "o", by=graph)
             except Wrong as exc:
                 raise Wrong(where + str(exc)) from None
-        result = _compare(o, _attention(q, k, v, scale, band(s, window, device=device))[0])
+        result = agrees(o, _attention(q, k, v, scale, band(s, window, device=device))[0])
         if result.ok:
             worst = max(worst, result.rel_err)
             continue
@@ -195,8 +164,6 @@ def check_sliding_window(answer):
 # ------------------------------------------------------------------ 05.merge_chunks
 def merge_inputs(device):
     """q, the list of (k, v) chunks, and attn_scale the checker uses."""
-    import torch
-
     b, h, s, d = MERGE_SHAPE
     q = _randn(MERGE_SHAPE, 700, device, torch.bfloat16)
     chunks = []
@@ -207,8 +174,6 @@ def merge_inputs(device):
 
 
 def _merge_o_mistake(o, q, chunks, scale) -> str | None:
-    import torch
-
     parts = [_attention(q, k, v, scale) for k, v in chunks]
     outs = [p[0] for p in parts]
     lses = torch.stack([p[1] for p in parts])
@@ -229,8 +194,6 @@ def _merge_o_mistake(o, q, chunks, scale) -> str | None:
 
 
 def _merge_stats_mistake(stats, q, chunks, scale, want) -> str | None:
-    import torch
-
     lses = torch.stack([_attention(q, k, v, scale)[1] for k, v in chunks])
     candidates = [
         (want / math.log(2), "Stats is in base-2 logarithms; keep cuDNN's natural-log convention"),
@@ -258,8 +221,6 @@ def chunk_graphs_ran(runs, chunks) -> None:
 def merged_from_chunks(trace, outputs: dict, chunks) -> None:
     """``Wrong`` in one line unless each tensor in ``outputs`` (name -> tensor) is built from every chunk's cuDNN
     SDPA results by element-wise torch work and reductions alone, torch never computing with q, k or v itself."""
-    from .provenance import elementwise_merge
-
     needs = [(lambda e, k=k, v=v: "SDPA" in e.node_kinds() and e.origin.run.reads(k) and e.origin.run.reads(v),
               f"chunk {c}'s cuDNN SDPA results: merge the o and Stats each chunk's graph wrote")
              for c, (k, v) in enumerate(chunks, 1)]
@@ -282,23 +243,12 @@ def grade_merge_chunks(answer, *, device="cuda", need_graphs: bool | None = None
     chunks' keys and the log-sum-exp of the scaled scores over all keys (fp32, [B, H, S, 1]), and
     (``need_graphs``, default: on a GPU) each chunk must have gone through a cuDNN SDPA forward with Stats
     (``chunk_graphs_ran``; ``classes`` as ``graph_runs.recording`` takes them)."""
-    import contextlib
-
-    import torch
-
-    from .provenance import tracing
-
     if need_graphs is None:
         need_graphs = str(device).startswith("cuda")
     q, chunks, scale = merge_inputs(device)
-    with (tracing(classes=classes) if need_graphs else contextlib.nullcontext()) as trace:
-        if need_graphs:
-            trace.input("q", q)
-            for c, (k, v) in enumerate(chunks, 1):
-                trace.input(f"chunk {c}'s k", k)
-                trace.input(f"chunk {c}'s v", v)
-        with (trace.answer() if need_graphs else contextlib.nullcontext()):
-            got = answer(q, chunks, scale)
+    named = {f"chunk {c}'s {n}": t for c, pair in enumerate(chunks, 1) for n, t in zip("kv", pair)}
+    with tracing(dict(q=q, **named), classes=classes) as trace, trace.answer():
+        got = answer(q, chunks, scale)
     _sync(device)
     if got is None or got is Ellipsis:
         raise NotDone("not done yet — merge_chunks returned nothing; return (o, stats)")
@@ -325,11 +275,11 @@ def grade_merge_chunks(answer, *, device="cuda", need_graphs: bool | None = None
     k_all = torch.cat([k for k, _ in chunks], dim=2)
     v_all = torch.cat([v for _, v in chunks], dim=2)
     want_o, want_stats = _attention(q, k_all, v_all, scale)
-    o_result = _compare(o, want_o)
+    o_result = agrees(o, want_o)
     if not o_result.ok:
         mistake = _merge_o_mistake(o, q, chunks, scale)
         raise Wrong(mistake or _off(o_result, "o differs from attention over all keys"))
-    s_result = _compare(stats, want_stats)
+    s_result = agrees(stats, want_stats)
     if not s_result.ok:
         mistake = _merge_stats_mistake(stats, q, chunks, scale, want_stats)
         raise Wrong(mistake or _off(s_result, "o is right but stats differs from the log-sum-exp over all keys"))
@@ -346,14 +296,11 @@ def check_merge_chunks(answer):
 
 
 # ---- reference solutions: H.grade_solution grades these; the hand-out (tools/student.py) cuts the file here
+import helpers as H
+
+
 def sliding_window(q, k, v, o, window):
     """Causal SDPA in which query i sees keys i - window < j <= i; writes o, returns the executed graph."""
-    import math
-
-    import torch
-
-    import helpers as H
-
     cudnn = H.load_cudnn()
     swa = cudnn.pygraph(io_data_type=q.dtype, intermediate_data_type=torch.float32,
                         compute_data_type=torch.float32, handle=H.get_handle())
@@ -378,10 +325,6 @@ def merge_chunks(q, chunks, attn_scale):
 
     Chunk c gives O_c (softmax over its own keys) and L_c = log Σ_{j in c} exp(s_j). Over all keys the
     normaliser is L = log Σ_c exp(L_c), and O = Σ_c exp(L_c - L) · O_c."""
-    import torch
-
-    import helpers as H
-
     cudnn = H.load_cudnn()
     chunk_outputs, chunk_lse = [], []
     for k_chunk, v_chunk in chunks:

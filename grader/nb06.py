@@ -1,27 +1,30 @@
 """Checkers for notebook 06's exercises (plan serialization and a plan cache).
 
 06.round_trip     build C = A @ B with fixed UIDs, serialize it, reload the bytes into a fresh graph, run it by UID
-06.load_or_build  a cache lookup that loads a stored plan only when its fingerprint is this machine's (the
-                  plan cache's own, ``plancache.current_fingerprint()``: every field) and it was made for this
-                  graph — and otherwise builds
+06.load_or_build  a cache lookup that loads a stored plan only when its fingerprint is this machine's (every field
+                  of the plan cache's, ``inputs.fingerprint``) and it was made for this graph; else it builds
 
 Both build tiny matmuls (C[1, 64, 48] = A[1, 64, 32] @ B[1, 32, 48]) in the working dtype on the GPU.
 """
 from __future__ import annotations
 
-from . import NotDone, Wrong, checker, grading_setup
+import torch
+
+from helpers.checking import poison_
+from helpers.errors import first_line
+from helpers.graphs import build, workspace_for
+from helpers.handles import get_handle
+from helpers.libcudnn import load_cudnn
+from . import NotDone, Wrong, agrees, checker, grading_setup, inputs
+from .provenance import tracing
 
 UIDS = {"a": 11, "b": 12, "c": 13}   # the exercise's contract: the reloading side knows only these
 SHAPE = dict(m=64, k=32, n=48)
 
 
 # ---------------------------------------------------------------- shared plumbing
-def _tensors(seed: int, m: int = SHAPE["m"], k: int = SHAPE["k"], n: int = SHAPE["n"]) -> dict:
+def _operands(seed: int, m: int = SHAPE["m"], k: int = SHAPE["k"], n: int = SHAPE["n"]) -> dict:
     """a, b (scaled so C stays near 1) and a NaN-poisoned c, from a fixed seed (on the grading device)."""
-    import torch
-
-    from helpers.checking import poison_
-
     device, dtype = grading_setup()
     gen = torch.Generator(device=device).manual_seed(seed)
     a = torch.randn(1, m, k, device=device, generator=gen).to(dtype)
@@ -29,33 +32,19 @@ def _tensors(seed: int, m: int = SHAPE["m"], k: int = SHAPE["k"], n: int = SHAPE
     return {"a": a, "b": b, "c": poison_(torch.empty(1, m, n, device=device, dtype=dtype))}
 
 
-def _reference(t: dict):
-    return t["a"].double() @ t["b"].double()
-
-
 def _verdict(t: dict):
-    """t["c"] against the float64 reference: by norm and element by element, tolerances from c's dtype
-    (``CheckResult``: ``.ok``, ``.rel_err``, ``.unwritten``)."""
-    from helpers.checking import check
-
-    return check("06", t["c"], _reference(t), quiet=True, raise_on_fail=False)
+    """``agrees`` of t["c"] with a @ b in float64."""
+    return agrees(t["c"], t["a"].double() @ t["b"].double())
 
 
 def _run_by_uid(graph, t: dict) -> None:
-    import torch
-
-    from helpers.graphs import workspace_for
-    from helpers.handles import get_handle
-
     graph.execute({UIDS[name]: t[name] for name in UIDS}, workspace_for(graph), handle=get_handle())
     torch.cuda.synchronize()
 
 
 def _matmul_graph(t: dict):
     """The checker's own C = A @ B with the exercise's UIDs (constructed, not built)."""
-    from helpers.recipes import new_graph
-
-    graph = new_graph(t["a"].dtype)
+    graph = inputs.new_graph(t["a"].dtype)
     a = graph.tensor_like(t["a"], name="a").set_uid(UIDS["a"])
     b = graph.tensor_like(t["b"], name="b").set_uid(UIDS["b"])
     graph.matmul(A=a, B=b, name="matmul").set_output(True).set_name("c").set_uid(UIDS["c"])
@@ -63,8 +52,6 @@ def _matmul_graph(t: dict):
 
 
 def _is_graph(obj) -> bool:
-    from helpers.libcudnn import load_cudnn
-
     return isinstance(obj, load_cudnn(need_gpu=False).pygraph)
 
 
@@ -82,18 +69,10 @@ def check_round_trip(answer) -> str:
     """Runs the answer on our tensors (c must be written by the graph it returns: ``graph_runs``); then reloads
     ITS bytes into a graph of ours and feeds that graph by UID only, and feeds the graph it returned by UID too —
     each time with new data, poisoned output, vs torch."""
-    from helpers.errors import first_line
-    from helpers.handles import get_handle
-    from helpers.libcudnn import load_cudnn
-    from .provenance import tracing
-
     cudnn = load_cudnn(need_gpu=False)
-    t = _tensors(seed=1)
-    with tracing(snapshot=True) as trace:
-        trace.input("a", t["a"])
-        trace.input("b", t["b"])
-        with trace.answer():
-            result = answer(t["a"], t["b"], t["c"])
+    t = _operands(seed=1)
+    with tracing(dict(a=t["a"], b=t["b"]), snapshot=True) as trace, trace.answer():
+        result = answer(t["a"], t["b"], t["c"])
     if result is None or result is Ellipsis:
         raise NotDone("not done yet — round_trip returns nothing; return (blob, reloaded)")
     if not isinstance(result, tuple) or len(result) != 2:
@@ -119,7 +98,7 @@ def check_round_trip(answer) -> str:
     # Only the bytes travel to another process: reload them into a graph of ours, fed by the UIDs alone.
     ours = cudnn.pygraph(handle=get_handle())
     ours.deserialize(get_handle(), bytes(blob))
-    u = _tensors(seed=2)
+    u = _operands(seed=2)
     try:
         _run_by_uid(ours, u)
     except Exception as exc:
@@ -131,7 +110,7 @@ def check_round_trip(answer) -> str:
                     + "; are the UIDs on the right tensors?")
 
     # The graph it returned must run by UID, on any buffers of that shape.
-    v = _tensors(seed=3)
+    v = _operands(seed=3)
     try:
         _run_by_uid(reloaded, v)
     except Exception as exc:
@@ -144,13 +123,6 @@ def check_round_trip(answer) -> str:
 
 
 # ---------------------------------------------------------------- 06.load_or_build
-def _this_machine() -> dict:
-    """The course's one fingerprint (``plancache.current_fingerprint``), which the plan cache keys entries on."""
-    from helpers.recipes.plancache import current_fingerprint
-
-    return current_fingerprint()
-
-
 def _other(value, *candidates):
     """The first candidate that differs from ``value``: a value another machine (or an upgrade) would have."""
     return next(c for c in candidates if c != value)
@@ -183,16 +155,13 @@ def check_load_or_build(answer) -> str:
     """Feeds the answer entries that must load (made here, for this graph) and entries that must not (any one
     fingerprint field from elsewhere, another graph, no entry); a load is a fresh pygraph with no ops, a build
     is the graph handed in. Whatever comes back must then compute C = A @ B when fed by UID."""
-    from helpers.graphs import build
-    from .provenance import tracing
-
-    here = _this_machine()
-    t = _tensors(seed=4)
+    here = inputs.fingerprint()
+    t = _operands(seed=4)
     mine = _matmul_graph(t)
     key = mine.key()
     build(mine)
     plan = mine.serialize(as_bytes=True)
-    other = _matmul_graph(_tensors(seed=5, m=2 * SHAPE["m"]))   # another shape: another graph, another key
+    other = _matmul_graph(_operands(seed=5, m=2 * SHAPE["m"]))   # another shape: another graph, another key
     other_key = other.key()
     build(other)
     other_plan = other.serialize(as_bytes=True)
@@ -238,8 +207,6 @@ def check_load_or_build(answer) -> str:
 
 
 # ---- reference solutions: H.grade_solution grades these; the hand-out (tools/student.py) cuts the file here
-import torch
-
 import helpers as H
 from helpers.recipes import plancache
 

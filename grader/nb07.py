@@ -3,15 +3,21 @@
 - ``07.build_projection``: build y = x @ w + b for x [B, S, K] as a dynamic-shape graph on a given kernel
   cache; graded at three (B, S) that share one cache.
 - ``07.serve``: one built graph per shape for a stream of conv requests, every graph on one kernel cache, a
-  repeated shape served by the graph already built, and each ``y`` written by a graph's execute
-  (``graph_runs.recording``), not by torch next to graphs that were only built.
+  repeated shape served by the graph already built, and each ``y`` written by a graph's execute, not by torch.
 - ``07.restore_cache``: load a serialized kernel cache into a new cache object.
 
 Each checker makes its own inputs and its own kernel cache, and needs a GPU (cuDNN builds need the driver).
 """
 from __future__ import annotations
 
-from . import NotDone, Wrong, checker
+import torch
+
+from helpers.checking import check, poison_
+from helpers.graphs import build, workspace_for
+from helpers.handles import get_handle
+from . import NotDone, Wrong, agrees, checker, inputs, internals, on_gpu
+from .graph_runs import distinct
+from .provenance import tracing
 
 PROJECTION_SHAPES = [(2, 16), (3, 40), (1, 24)]   # (B, S): batch and sequence length change together
 PROJECTION_K, PROJECTION_N = 64, 128
@@ -20,17 +26,10 @@ SERVE_C, SERVE_K, SERVE_HW = 16, 16, 8            # NHWC x [n, C, HW, HW], K fil
 RESTORE_BUILT, RESTORE_NEW = 2, 5                 # batch the saved cache was built for; batch built from the loaded one
 
 
-def graph_options(graph) -> dict | None:
-    """The options ``graph`` was constructed with (``cudnn.pygraph`` keeps them for lowering), or None where
-    this frontend keeps them elsewhere."""
-    options = getattr(graph, "_cpp_graph_kwargs", None)
-    return options if isinstance(options, dict) else None
-
-
 def options_problem(graph, cache) -> str | None:
     """Why ``graph`` was not constructed with ``kernel_cache=cache`` and ``is_dynamic_shape_enabled=True``
-    (one line), or None. None too when the options cannot be read (see ``graph_options``)."""
-    options = graph_options(graph)
+    (one line), or None. None too when the options cannot be read (``internals.graph_options``)."""
+    options = internals.graph_options(graph)
     if options is None:
         return None
     used = options.get("kernel_cache")
@@ -75,18 +74,7 @@ def _why(result) -> str:
 
 @checker("07.build_projection", needs=("kernel_cache",))
 def check_build_projection(build_projection):
-    import torch
-
-    from helpers.checking import check, poison_
-    from helpers.device import require_gpu, working_dtype
-    from helpers.graphs import workspace_for
-    from helpers.handles import get_handle
-    from helpers.libcudnn import load_cudnn
-    from .provenance import tracing
-
-    require_gpu()
-    cudnn = load_cudnn(need_gpu=False)
-    dtype = working_dtype()
+    cudnn, dtype = on_gpu()
     k, n = PROJECTION_K, PROJECTION_N
     gen = torch.Generator(device="cuda").manual_seed(7)
     w = (torch.randn(1, k, n, device="cuda", generator=gen) / k**0.5).to(dtype)
@@ -98,15 +86,13 @@ def check_build_projection(build_projection):
         where = f"B×S = {batch}×{seq}"
         x = torch.randn(batch, seq, k, device="cuda", generator=gen).to(dtype)
         y = poison_(torch.empty(batch, seq, n, device="cuda", dtype=dtype))
-        with tracing(snapshot=True) as trace:
-            for name, tensor in (("x", x), ("w", w), ("b", b)):
-                trace.input(name, tensor)
+        with tracing(dict(x=x, w=w, b=b), snapshot=True) as trace:
             with trace.answer():
                 graph, pack = _graph_and_pack(build_projection(x, w, b, y, cache), "build_projection")
             problem = options_problem(graph, cache)
             if problem:
                 raise Wrong(problem)
-            readable = readable and graph_options(graph) is not None
+            readable = readable and internals.graph_options(graph) is not None
             poison_(y)   # whatever the function wrote into y: from here, only the graph it returned writes it
             graph.execute(pack, workspace_for(graph), handle=get_handle())
             torch.cuda.synchronize()
@@ -118,7 +104,7 @@ def check_build_projection(build_projection):
                             "graph for each call's tensors, not for the first call's")
             if result.unwritten == y.numel():
                 raise Wrong(f"y was never written at {where}: make it the graph's output (io.output('y', ..., y))")
-            if check(where, y, x.double() @ w.double(), raise_on_fail=False, quiet=True).ok:
+            if agrees(y, x.double() @ w.double()).ok:
                 raise Wrong(f"the output ignores the bias (rel err {result.rel_err:.1e} at {where}; x @ w alone "
                             "matches it)")
             raise Wrong(f"wrong output at {where}: {result}")
@@ -140,19 +126,9 @@ def _kept_graph(value):
     return value[0] if isinstance(value, (tuple, list)) and value else value
 
 
-def _distinct(graphs: list) -> list:
-    seen: list = []
-    for g in graphs:
-        if not any(g is s for s in seen):
-            seen.append(g)
-    return seen
-
-
 def outputs_intact(returned) -> None:
     """``Wrong`` in one line unless every output still holds what it held when ``serve`` returned it
     (``returned``: ``(what, y, a copy of y then)`` per request)."""
-    import torch
-
     for what, y, as_returned in returned:
         if not torch.equal(y, as_returned):
             raise Wrong(f"the output of {what} changed after serve returned it: a later request wrote into it — "
@@ -163,7 +139,7 @@ def restored_from(trace, loaded, text) -> None:
     """``Wrong`` in one line unless, while ``restore_cache`` ran (``trace``), no graph was built and the cache it
     returned (``loaded``) was deserialized from ``text`` itself."""
     if trace.builds:
-        raise Wrong(f"restore_cache built {len(_distinct([g for _, g in trace.builds]))} graph(s): restoring is "
+        raise Wrong(f"restore_cache built {len(distinct([g for _, g in trace.builds]))} graph(s): restoring is "
                     "loading the text into a new cache (deserialize), with no build")
     if not any(cache is loaded and data == text for cache, data in trace.cache_loads):
         raise Wrong("the cache you returned was not loaded from the text you were given: deserialize that text "
@@ -172,26 +148,14 @@ def restored_from(trace, loaded, text) -> None:
 
 @checker("07.serve", needs=("kernel_cache",))
 def check_serve(serve):
-    import torch
-
-    from helpers.checking import check
-    from helpers.device import require_gpu, working_dtype
-    from helpers.recipes import conv_bias_relu
-    from helpers.libcudnn import load_cudnn
-    from .provenance import tracing
-
-    require_gpu()
-    cudnn = load_cudnn(need_gpu=False)
-    dtype = working_dtype()
-    fixed = conv_bias_relu.make_tensors(1, SERVE_C, SERVE_HW, SERVE_K, dtype=dtype, seed=11)
+    cudnn, dtype = on_gpu()
+    fixed = inputs.conv_tensors(1, SERVE_C, SERVE_HW, SERVE_K, dtype=dtype, seed=11)
     w, b = fixed["w"], fixed["b"]
     cache, graphs, seen, kept, returned = cudnn.create_kernel_cache(), {}, [], {}, []
-    with tracing(snapshot=True) as trace:
-        trace.input("w", w)
-        trace.input("b", b)
+    with tracing(dict(w=w, b=b), snapshot=True) as trace:
         for i, batch in enumerate(SERVE_BATCHES, 1):
             what = f"request {i} (batch {batch}{', a shape seen before' if batch in seen else ''})"
-            x = conv_bias_relu.make_tensors(batch, SERVE_C, SERVE_HW, SERVE_K, dtype=dtype, seed=100 + i)["x"]
+            x = inputs.conv_tensors(batch, SERVE_C, SERVE_HW, SERVE_K, dtype=dtype, seed=100 + i)["x"]
             trace.input("x", x)
             with trace.answer():
                 y = serve(x, w, b, graphs, cache)
@@ -202,7 +166,7 @@ def check_serve(serve):
                 got = tuple(y.shape) if isinstance(y, torch.Tensor) else type(y).__name__
                 raise Wrong(f"{what}: serve returned {got}, want a tensor of shape {want}")
             torch.cuda.synchronize()
-            result = check(what, y, conv_bias_relu.reference(dict(x=x, w=w, b=b)), raise_on_fail=False, quiet=True)
+            result = check(what, y, inputs.conv_reference(dict(x=x, w=w, b=b)), raise_on_fail=False, quiet=True)
             if not result.ok:
                 raise Wrong(f"{what}: wrong output ({_why(result)})")
             try:  # y must be what a cuDNN graph wrote from this x, not torch's conv next to graphs only built
@@ -226,7 +190,7 @@ def check_serve(serve):
                 if _kept_graph(graphs.get(key)) is not graph:
                     raise Wrong(f"{what} replaced the graph kept under {key!r}: reuse the graph a shape already has")
             kept = {key: _kept_graph(value) for key, value in graphs.items()}
-            built = _distinct(trace.validated())
+            built = distinct(trace.validated())
             if len(built) != len(seen):
                 raise Wrong(f"{what}: {len(built)} graphs built so far for {len(seen)} distinct shapes; build only "
                             "when graphs has none for this shape")
@@ -241,23 +205,11 @@ def check_serve(serve):
 
 @checker("07.restore_cache", needs=("kernel_cache", "kernel_cache_serialize"))
 def check_restore_cache(restore_cache):
-    import torch
-
-    from helpers.checking import check
-    from helpers.device import require_gpu, working_dtype
-    from helpers.graphs import build, workspace_for
-    from helpers.handles import get_handle
-    from helpers.recipes import conv_bias_relu
-    from helpers.libcudnn import load_cudnn
-    from .provenance import tracing
-
-    require_gpu()
-    cudnn = load_cudnn(need_gpu=False)
-    dtype = working_dtype()
+    cudnn, dtype = on_gpu()
 
     def conv_on(cache, batch, seed):
-        t = conv_bias_relu.make_tensors(batch, SERVE_C, SERVE_HW, SERVE_K, dtype=dtype, seed=seed)
-        graph, io = conv_bias_relu.graph(t, kernel_cache=cache, is_dynamic_shape_enabled=True)
+        t = inputs.conv_tensors(batch, SERVE_C, SERVE_HW, SERVE_K, dtype=dtype, seed=seed)
+        graph, io = inputs.conv_graph(t, kernel_cache=cache, is_dynamic_shape_enabled=True)
         build(graph)
         return graph, io, t
 
@@ -284,7 +236,7 @@ def check_restore_cache(restore_cache):
     graph, io, t = conv_on(loaded, RESTORE_NEW, 22)
     graph.execute(io.pack(), workspace_for(graph), handle=get_handle())
     torch.cuda.synchronize()
-    result = check(f"conv batch {RESTORE_NEW} on the restored cache", t["y"], conv_bias_relu.reference(t),
+    result = check(f"conv batch {RESTORE_NEW} on the restored cache", t["y"], inputs.conv_reference(t),
                    raise_on_fail=False, quiet=True)
     if not result.ok:
         raise Wrong(f"a graph built on the restored cache computed a wrong result: {result}")
@@ -293,8 +245,6 @@ def check_restore_cache(restore_cache):
 
 
 # ---- reference solutions: H.grade_solution grades these; the hand-out (tools/student.py) cuts the file here
-import torch
-
 import helpers as H
 from helpers.recipes import conv_bias_relu
 

@@ -7,9 +7,9 @@
 ``08.swap_weights``  cuDNN's native CUDA-graph API: repoint a populated graph at new weights with
                      ``update_cuda_graph`` and make the executable graph follow.
 
-Each checker builds its own tiny graphs and buffers, poisons what the GPU must write, and compares with
-PyTorch in fp32. The verdicts are pure functions (``capture_verdict``, ``serve_verdict``,
-``swap_verdict``) so their logic is tested without a GPU; torch and cudnn are imported inside functions.
+Each checker builds its own tiny graphs and buffers, poisons what the GPU must write, and compares with PyTorch in
+fp32. The verdicts are pure functions (``capture_verdict``, ``serve_verdict``, ``swap_verdict``), tested without a
+GPU.
 """
 from __future__ import annotations
 
@@ -17,12 +17,17 @@ import warnings
 from types import SimpleNamespace
 
 import torch
+import torch.nn.functional as F
 
-from helpers.checking import check, poison_
+from helpers.checking import poison_
 from helpers.cuda_runtime import cuda_call, cudart as cuda_runtime
-from helpers.device import require_gpu
+from helpers.device import require_gpu, working_dtype
+from helpers.features import gate
+from helpers.graphs import build, workspace_for
+from helpers.handles import get_handle
 from helpers.libcudnn import load_cudnn
-from . import NotDone, Wrong, checker
+from . import NotDone, Wrong, agrees, checker, inputs
+from .provenance import tracing
 
 TOKENS, HIDDEN, WIDE = 16, 64, 128      # the two-graph MLP: x [1,16,64] -> h [1,16,128] -> y [1,16,64]
 SWAP_TOKENS, SWAP_HIDDEN = 16, 256      # the native-API layer: the shape notebook 08 runs it at
@@ -30,7 +35,6 @@ REQUESTS = 4
 
 
 # ---------------------------------------------------------------- shared set-up (GPU)
-
 _RAW_HANDLES: dict = {}
 
 
@@ -47,7 +51,7 @@ def _raw_handle():
     return handle
 
 
-def _randn(torch, gen, *shape, scale=1.0, dtype=None):
+def _randn(gen, *shape, scale=1.0, dtype=None):
     return (scale * torch.randn(*shape, device="cuda", generator=gen)).to(dtype)
 
 
@@ -55,22 +59,18 @@ def make_mlp(seed: int = 0) -> SimpleNamespace:
     """Two built cuDNN graphs on one raw handle (bound to no stream yet), their variant packs, a workspace
     both can use, and the static buffers x -> h -> y the packs point at."""
     require_gpu()
-    from helpers.device import working_dtype
-    from helpers.graphs import build
-    from helpers.recipes import matmul_bias_act
-
     dtype = working_dtype()
     gen = torch.Generator(device="cuda").manual_seed(seed)
-    x = _randn(torch, gen, 1, TOKENS, HIDDEN, dtype=dtype)
+    x = _randn(gen, 1, TOKENS, HIDDEN, dtype=dtype)
     h = torch.empty(1, TOKENS, WIDE, device="cuda", dtype=dtype)
     y = torch.empty(1, TOKENS, HIDDEN, device="cuda", dtype=dtype)
-    w1 = _randn(torch, gen, 1, HIDDEN, WIDE, scale=HIDDEN ** -0.5, dtype=dtype)
-    b1 = _randn(torch, gen, 1, 1, WIDE, scale=0.1, dtype=dtype)
-    w2 = _randn(torch, gen, 1, WIDE, HIDDEN, scale=WIDE ** -0.5, dtype=dtype)
-    b2 = _randn(torch, gen, 1, 1, HIDDEN, scale=0.1, dtype=dtype)
+    w1 = _randn(gen, 1, HIDDEN, WIDE, scale=HIDDEN ** -0.5, dtype=dtype)
+    b1 = _randn(gen, 1, 1, WIDE, scale=0.1, dtype=dtype)
+    w2 = _randn(gen, 1, WIDE, HIDDEN, scale=WIDE ** -0.5, dtype=dtype)
+    b2 = _randn(gen, 1, 1, HIDDEN, scale=0.1, dtype=dtype)
     handle = _raw_handle()
-    up, up_io = matmul_bias_act.graph(dict(x=x, w=w1, b=b1, y=h), act="gelu", handle=handle)
-    down, down_io = matmul_bias_act.graph(dict(x=h, w=w2, b=b2, y=y), act="silu", handle=handle)
+    up, up_io = inputs.matmul_graph(dict(x=x, w=w1, b=b1, y=h), act="gelu", handle=handle)
+    down, down_io = inputs.matmul_graph(dict(x=h, w=w2, b=b2, y=y), act="silu", handle=handle)
     build(up)
     build(down)
     size = max(int(up.get_workspace_size()), int(down.get_workspace_size()), 1)
@@ -82,8 +82,6 @@ def make_mlp(seed: int = 0) -> SimpleNamespace:
 def mlp_reference(mlp, x):
     """(h, y) in fp32 for input ``x``; h is rounded to the working dtype before the second matmul, as the
     cuDNN pair stores it."""
-    import torch.nn.functional as F
-
     w1, b1, w2, b2 = (t.float() for t in mlp.params)
     h = F.gelu(x.float() @ w1 + b1)
     y = F.silu(h.to(mlp.dtype).float() @ w2 + b2)
@@ -113,17 +111,14 @@ def _record_mlp(mlp):
 
 
 def _all_nan(t) -> bool:
-    import torch
-
     return bool(torch.isnan(t.float()).all())
 
 
 def _compare(out, ref, tol=None):
-    """``H.check``'s result, quietly: the relative error by norm within ``tol`` (the course's tolerance for
-    ``out``'s dtype unless given), every element within its bound, nothing NaN. ``None`` where shapes differ."""
+    """``agrees`` (by norm and element-wise, at ``tol`` or the dtype's tolerance), or None where shapes differ."""
     try:
-        return check("", out, ref, tol=tol, quiet=True, raise_on_fail=False)
-    except ValueError:  # shapes differ
+        return agrees(out, ref, tol)
+    except ValueError:
         return None
 
 
@@ -168,13 +163,10 @@ def replayed_graphs(trace, mlp, h, y) -> None:
 
 @checker("08.capture_two")
 def check_capture_two(capture_two):
-    from .provenance import tracing
-
     require_gpu()
     mlp = make_mlp(seed=1)
     x, h, y = mlp.x, mlp.h, mlp.y               # kept: the answer may rebind the names on mlp
-    with tracing() as trace:
-        trace.input("x", x)
+    with tracing(dict(x=x)) as trace:
         with warnings.catch_warnings(record=True) as caught, trace.answer():
             warnings.simplefilter("always")
             recorded = capture_two(mlp)
@@ -184,7 +176,7 @@ def check_capture_two(capture_two):
         if not isinstance(recorded, torch.cuda.CUDAGraph):
             raise Wrong(f"capture_two returned a {type(recorded).__name__}, not the torch.cuda.CUDAGraph it recorded")
         empty = any("CUDA Graph is empty" in str(w.message) for w in caught)
-        x_new = _randn(torch, mlp.gen, *x.shape, dtype=mlp.dtype)
+        x_new = _randn(mlp.gen, *x.shape, dtype=mlp.dtype)
         x.copy_(x_new)
         poison_(h)
         poison_(y)
@@ -222,8 +214,6 @@ def serve_verdict(outputs, refs, *, stale_ref, y_static, replays: int, tol: floa
     """Grade ``serve``'s outputs: one own tensor per request, each equal to its request's reference.
     ``stale_ref`` is the result for the input that sat in the static buffer before ``serve`` ran.
     ``tol``: the course's tolerance for each output's dtype unless given."""
-    import torch
-
     n = len(refs)
     if outputs is None or outputs is Ellipsis:
         raise NotDone("not done yet — serve returned nothing; return one output per request")
@@ -272,18 +262,16 @@ def served_by_replays(trace, mlp, outputs) -> None:
 
 @checker("08.serve")
 def check_serve(serve):
-    from .provenance import tracing
-
     require_gpu()
     mlp = make_mlp(seed=2)
     x_static, y_static = mlp.x, mlp.y          # kept: serve may rebind the names on mlp
     with tracing() as trace:
         recorded = CountingGraph(_record_mlp(mlp))
-        x_before = _randn(torch, mlp.gen, *x_static.shape, dtype=mlp.dtype)
+        x_before = _randn(mlp.gen, *x_static.shape, dtype=mlp.dtype)
         x_static.copy_(x_before)
         poison_(y_static)
         torch.cuda.synchronize()
-        requests = [_randn(torch, mlp.gen, *x_static.shape, dtype=mlp.dtype) for _ in range(REQUESTS)]
+        requests = [_randn(mlp.gen, *x_static.shape, dtype=mlp.dtype) for _ in range(REQUESTS)]
         refs = [mlp_reference(mlp, r)[1] for r in requests]
         handed = [r.clone() for r in requests]
         for i, request in enumerate(handed):
@@ -333,22 +321,16 @@ def make_native_layer(seed: int = 3) -> SimpleNamespace:
     graph and instantiated."""
     require_gpu()
     cudnn = load_cudnn()
-    from helpers.device import working_dtype
-    from helpers.features import gate
-    from helpers.graphs import build, workspace_for
-    from helpers.handles import get_handle
-    from helpers.recipes import matmul_bias_act
-
     gate("native_cuda_graph").require()
     cudart = cuda_runtime()
     dtype = working_dtype()
     gen = torch.Generator(device="cuda").manual_seed(seed)
-    t = dict(x=_randn(torch, gen, 1, SWAP_TOKENS, SWAP_HIDDEN, dtype=dtype),
-             w=_randn(torch, gen, 1, SWAP_HIDDEN, SWAP_HIDDEN, scale=SWAP_HIDDEN ** -0.5, dtype=dtype),
-             b=_randn(torch, gen, 1, 1, SWAP_HIDDEN, scale=0.1, dtype=dtype),
+    t = dict(x=_randn(gen, 1, SWAP_TOKENS, SWAP_HIDDEN, dtype=dtype),
+             w=_randn(gen, 1, SWAP_HIDDEN, SWAP_HIDDEN, scale=SWAP_HIDDEN ** -0.5, dtype=dtype),
+             b=_randn(gen, 1, 1, SWAP_HIDDEN, scale=0.1, dtype=dtype),
              y=torch.empty(1, SWAP_TOKENS, SWAP_HIDDEN, device="cuda", dtype=dtype))
     handle = get_handle()
-    graph, io = matmul_bias_act.graph(t, act="gelu", handle=handle)
+    graph, io = inputs.matmul_graph(t, act="gelu", handle=handle)
     build(graph, notes=[cudnn.behavior_note.SUPPORTS_CUDA_GRAPH_NATIVE_API])   # plans that can populate a CUDA graph
     workspace = workspace_for(graph)
     cuda_graph = cuda_call(cudart.cudaGraphCreate(0))
@@ -360,12 +342,10 @@ def make_native_layer(seed: int = 3) -> SimpleNamespace:
 
 
 def _layer_reference(x, w, b):
-    import torch.nn.functional as F
-
     return F.gelu(x.float() @ w.float() + b.float())
 
 
-def _launch(cudart, torch, graph_exec, y):
+def _launch(cudart, graph_exec, y):
     """Poison y, launch an executable graph on torch's current stream, wait; a copy of y."""
     poison_(y)
     cuda_call(cudart.cudaGraphLaunch(graph_exec, torch.cuda.current_stream().cuda_stream))
@@ -380,7 +360,7 @@ def check_swap_weights(swap_weights):
     cudart = cuda_runtime()
     cuda_graph, x, w_old, b, y = layer.cuda_graph, layer.x, layer.w, layer.b, layer.y   # the answer may rebind them
     w_old_copy = w_old.clone()
-    w_new = _randn(torch, layer.gen, *w_old.shape, scale=SWAP_HIDDEN ** -0.5, dtype=layer.dtype)
+    w_new = _randn(layer.gen, *w_old.shape, scale=SWAP_HIDDEN ** -0.5, dtype=layer.dtype)
     returned = swap_weights(layer, w_new)
     torch.cuda.synchronize()
     if returned is None or returned is Ellipsis:
@@ -390,16 +370,16 @@ def check_swap_weights(swap_weights):
         raise Wrong(f"swap_weights returned a {type(returned).__name__}, not the executable graph "
                     "(cudaGraphExec_t) to launch")
     try:
-        launched = _launch(cudart, torch, returned, y)
+        launched = _launch(cudart, returned, y)
         probe = cuda_call(cudart.cudaGraphInstantiate(cuda_graph, 0))
         try:
-            fresh = _launch(cudart, torch, probe, y)
+            fresh = _launch(cudart, probe, y)
         finally:
             cuda_call(cudart.cudaGraphExecDestroy(probe))
         ref_new = _layer_reference(x, w_new, b)
-        w_newer = _randn(torch, layer.gen, *w_old.shape, scale=SWAP_HIDDEN ** -0.5, dtype=layer.dtype)
+        w_newer = _randn(layer.gen, *w_old.shape, scale=SWAP_HIDDEN ** -0.5, dtype=layer.dtype)
         w_new.copy_(w_newer)
-        reread = _launch(cudart, torch, returned, y)
+        reread = _launch(cudart, returned, y)
         return swap_verdict(old_weights_intact=bool(torch.equal(w_old, w_old_copy)), launched=launched,
                             ref_new=ref_new, ref_old=_layer_reference(x, w_old_copy, b), fresh=fresh,
                             reread=reread, ref_reread=_layer_reference(x, w_newer, b))
@@ -409,8 +389,6 @@ def check_swap_weights(swap_weights):
 
 
 # ---- reference solutions: H.grade_solution grades these; the hand-out (tools/student.py) cuts the file here
-import torch
-
 import helpers as H
 
 

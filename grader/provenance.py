@@ -2,8 +2,7 @@
 
 A checker grades inside ``tracing()`` and calls the learner's code inside ``trace.answer()``::
 
-    with tracing(snapshot=True) as trace:
-        trace.input("x", x); trace.input("w", w)
+    with tracing(dict(x=x, w=w)) as trace:         # the exercise's inputs, by name
         with trace.answer():
             answer(x, w, y)
         trace.require_graph_output(y, "y", kinds=("CONV_FPROP",), inputs=("x", "w"))
@@ -25,49 +24,22 @@ is logged too, so lineage stays right across calls, but only the learner's work 
 """
 from __future__ import annotations
 
-import functools
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
-from . import Wrong
+import torch
+
+from . import Wrong, internals
 from .graph_runs import GraphRun, GraphRuns, recording
 
-# Operators that only allocate, fill, copy, view, reshape or draw random numbers: never "torch computed the
-# answer". Everything else (arithmetic, matmuls, convolutions, reductions, attention) is compute.
-FREE_OPS = frozenset("""
-    empty empty_like empty_strided empty_permuted new_empty new_empty_strided zeros zeros_like ones ones_like full
-    full_like new_zeros new_ones new_full scalar_tensor fill fill_ zero_ copy copy_ _copy_from _copy_from_and_resize
-    _to_copy clone contiguous lift lift_fresh lift_fresh_copy detach detach_ alias view _unsafe_view reshape
-    _reshape_alias as_strided as_strided_ t transpose transpose_ permute expand expand_as unsqueeze unsqueeze_ squeeze
-    squeeze_ slice select split split_with_sizes unbind narrow unfold view_as_real view_as_complex diagonal movedim
-    flatten unflatten cat stack set_ resize_ resize_as_ record_stream randn rand randint randn_like rand_like
-    randint_like normal normal_ uniform_ random_ bernoulli_ exponential_ arange linspace eye _local_scalar_dense
-    is_nonzero _has_compatible_shallow_copy_type is_same_size equal sym_size sym_stride sym_numel
-    sym_storage_offset _nested_tensor_from_mask_left_aligned
-""".split())
-# Full overwrites: the destination's old contents do not flow into the result.
-OVERWRITES = frozenset({"copy_", "fill_", "zero_", "_copy_from", "_copy_from_and_resize", "set_"})
 # Element-wise work and reductions: what an exercise may let torch do on cuDNN's results (05's merge).
 REDUCTIONS = frozenset({"sum", "amax", "amin", "max", "min", "logsumexp", "mean", "_softmax", "softmax",
                         "_log_softmax", "log_softmax", "maximum", "minimum", "where"})
-_HEAVY = frozenset({"mm", "bmm", "addmm", "baddbmm", "matmul", "convolution", "_convolution", "conv2d", "linear",
-                    "addbmm", "einsum", "_softmax", "softmax"})
+HEAVY = frozenset({"mm", "bmm", "addmm", "baddbmm", "matmul", "convolution", "_convolution", "conv2d", "linear",
+                   "addbmm", "einsum", "_softmax", "softmax"})
 _THROUGH_TORCH = ("cudnn", "miopen", "_scaled_dot_product", "flash_attention", "efficient_attention", "_scaled_mm",
                   "cublas")
-
-
-def _op_name(func) -> tuple[str, str]:
-    """(``"aten.bmm"``, ``"bmm"``): the name a learner reads, and the bare one the rules use."""
-    base = func._schema.name.split("::")[-1]
-    return f"aten.{base}", base
-
-
-def is_pointwise(func) -> bool:
-    """Whether torch tags ``func`` as a pointwise operator (``torch.Tag.pointwise``)."""
-    import torch
-
-    return torch.Tag.pointwise in getattr(func, "tags", ())
 
 
 def elementwise_merge(event: "Event") -> bool:
@@ -75,13 +47,11 @@ def elementwise_merge(event: "Event") -> bool:
     return event.pointwise or event.base in REDUCTIONS
 
 
-def _tensors(value) -> list:
-    import torch
-
+def _tensors_in(value) -> list:
     if isinstance(value, torch.Tensor):
         return [value]
     if isinstance(value, (list, tuple)):
-        return [t for v in value for t in _tensors(v)]
+        return [t for v in value for t in _tensors_in(v)]
     return []
 
 
@@ -270,7 +240,7 @@ class Trace:
         if writer is not None and writer in computed and any(key in e.writes for e in self.graph_writes(tensor)):
             raise Wrong(f"torch changed {name} after your cuDNN graph wrote it ({writer.describe(where)}): let the "
                         f"graph's output stand, and do that work inside the graph")
-        heavy = sorted(computed, key=lambda e: e.origin.base not in _HEAVY)   # the matmuls and convolutions first
+        heavy = sorted(computed, key=lambda e: e.origin.base not in HEAVY)   # the matmuls and convolutions first
         names = ", ".join(list(dict.fromkeys(e.describe(where) for e in heavy))[:3])
         part = "part of " if self.graph_writes(tensor) else ""
         raise Wrong(f"torch computed {part}{name} ({names}): that work belongs inside your cuDNN graph")
@@ -329,30 +299,25 @@ class Trace:
 
     def torch_op(self, func, args, kwargs, out) -> None:
         """Log one torch operator (called by the dispatch mode)."""
-        schema = func._schema
-        name, base = _op_name(func)
-        shape_only = base.endswith("_like") or base.startswith("new_")   # reads a tensor's shape, not its values
+        op = internals.op(func)
         reads, writes, covering, devices = set(), set(), set(), set()
-        for i, arg in enumerate(schema.arguments):
-            value = args[i] if i < len(args) else kwargs.get(arg.name)
-            tensors = _tensors(value)
-            written = arg.alias_info is not None and arg.alias_info.is_write
-            for t in tensors:
+        for i, (name, written, keyword) in enumerate(op.arguments):
+            for t in _tensors_in(args[i] if i < len(args) else kwargs.get(name)):
                 key = self._key(t)
                 if key is None:
                     continue
                 devices.add(key[0])
                 if written:
                     writes.add(key)
-                    if (base in OVERWRITES or arg.kwarg_only) and self._covers(t):
+                    if (op.overwrites or keyword) and self._covers(t):
                         covering.add(key)
-                if not shape_only and (not written or base not in OVERWRITES):
+                if not op.shape_only and (not written or not op.overwrites):
                     reads.add(key)
         results = out if isinstance(out, (list, tuple)) else (out,)
-        for spec, value in zip(schema.returns, results):
-            if spec.alias_info is not None:
+        for aliased, value in zip(op.aliased, results):
+            if aliased:
                 continue   # a view or the in-place argument itself
-            for t in _tensors(value):
+            for t in _tensors_in(value):
                 key = self._key(t)
                 if key is not None:
                     writes.add(key)
@@ -362,11 +327,19 @@ class Trace:
             return   # reads nothing into memory (.item(), comparisons into Python): nothing to follow
         device = "cuda" if any(k[0] == "cuda" for k in writes) else next(iter(writes))[0]
         sources = tuple(sorted({k[0] for k in reads - writes} - {device}))
-        self._log(Event(self._next(), "torch", name, self.phase, frozenset(reads), frozenset(writes), device=device,
-                        base=base, compute=base not in FREE_OPS, pointwise=is_pointwise(func), sources=sources,
+        self._log(Event(self._next(), "torch", op.name, self.phase, frozenset(reads), frozenset(writes), device=device,
+                        base=op.base, compute=not op.free, pointwise=op.pointwise, sources=sources,
                         covering=frozenset(covering)))
 
-    def graph_executed(self, run: GraphRun) -> None:
+    # ------------------------------------------------------------ graph_runs.recording's hooks
+    def before(self) -> None:
+        """An execute begins: the torch operators it runs are the graph's own work, not the answer's."""
+        self.paused += 1
+
+    def after(self) -> None:
+        self.paused -= 1
+
+    def executed(self, run: GraphRun) -> None:
         """Log one execute of a cuDNN graph (``graph_runs`` calls it after the execute)."""
         outputs = run.output_uids()
         reads, writes, covering = set(), set(), set()
@@ -401,16 +374,12 @@ class Trace:
 
     def replayed(self, cuda_graph) -> None:
         """Each event captured into ``cuda_graph`` takes effect again, as a replay."""
-        _, captured = self._captures.get(id(cuda_graph), (None, []))
-        for event in captured:
-            self._apply_replay(event)
-
-    def _apply_replay(self, event: Event) -> None:
-        replay = Event(self._next(), "replay", event.name, self.phase, event.reads, event.writes, device=event.device,
-                       base=event.base, compute=event.compute, pointwise=event.pointwise, of=event,
-                       sources=event.sources, covering=event.covering)
-        self.events.append(replay)
-        self._apply(replay)
+        for event in self.captured(cuda_graph):
+            replay = Event(self._next(), "replay", event.name, self.phase, event.reads, event.writes,
+                           device=event.device, base=event.base, compute=event.compute, pointwise=event.pointwise,
+                           of=event, sources=event.sources, covering=event.covering)
+            self.events.append(replay)
+            self._apply(replay)
 
     def captured(self, cuda_graph) -> list[Event]:
         """The events captured into ``cuda_graph`` (empty for a graph captured outside this trace)."""
@@ -418,131 +387,58 @@ class Trace:
 
 
 # ---------------------------------------------------------------- the watchers
-def _dispatch_mode(trace: Trace):
-    from torch.utils._python_dispatch import TorchDispatchMode
-
-    class TorchOps(TorchDispatchMode):
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            kwargs = kwargs or {}
-            out = func(*args, **kwargs)
-            if not trace.paused:
-                trace.torch_op(func, args, kwargs, out)
-            return out
-
-    return TorchOps()
-
-
-class _Hooks:
-    """What ``graph_runs.recording`` tells the trace: ops inside a graph's execute are the graph's own work."""
-
-    def __init__(self, trace: Trace):
-        self.trace = trace
-
-    def before(self) -> None:
-        self.trace.paused += 1
-
-    def after(self) -> None:
-        self.trace.paused -= 1
-
-    def capturing(self) -> bool:
-        return self.trace.capturing()
-
-    def executed(self, run: GraphRun) -> None:
-        self.trace.graph_executed(run)
-
-
-def _patch(saved: list, cls, name: str, make: Callable) -> None:
-    original = cls.__dict__.get(name)
-    if original is None:
-        return
-    saved.append((cls, name, original))
-    setattr(cls, name, functools.wraps(original)(make(original)))
-
-
-def _cuda_graph_classes() -> tuple:
-    import torch
-
-    cls = getattr(torch.cuda, "CUDAGraph", None)
-    return (cls,) if cls is not None else ()
-
-
-def _kernel_cache_classes() -> tuple:
-    from helpers.libcudnn import load_cudnn
-
-    cudnn = load_cudnn(need_gpu=False)
-    module = getattr(cudnn, "_pybind_module", None) or getattr(cudnn, "_compiled_module", None)
-    cls = getattr(module, "kernel_cache", None)
-    return (cls,) if cls is not None else ()
-
-
-def _then(notify: Callable) -> Callable:
-    """A ``_patch`` maker: the original method, then ``notify(self, *args, **kwargs)``."""
+def _then(notify: Callable, first: bool = False) -> Callable:
+    """An ``internals.wrapped`` maker: the original method, then (``first``: before it) ``notify(self, *args)``."""
     def make(original):
         def watched(self, *args, **kwargs):
+            if first:
+                notify(self, *args, **kwargs)
             result = original(self, *args, **kwargs)
-            notify(self, *args, **kwargs)
+            if not first:
+                notify(self, *args, **kwargs)
             return result
         return watched
     return make
 
 
-def _watch_captures(trace: Trace, saved: list, classes: tuple) -> None:
-    def end(original):
-        def capture_end(self, *args, **kwargs):
-            trace.capture_ended(self)   # before the original: what follows is no longer captured
-            return original(self, *args, **kwargs)
-        return capture_end
-
-    for cls in classes:
-        _patch(saved, cls, "capture_begin", _then(lambda graph, *a, **k: trace.capture_began(graph)))
-        _patch(saved, cls, "capture_end", end)
-        _patch(saved, cls, "replay", _then(lambda graph, *a, **k: trace.replayed(graph)))
-
-
-def _watch_builds(trace: Trace, saved: list, classes: tuple) -> None:
-    depth = [0]
-    for cls in classes:
-        for name, what in (("validate", "validate"), ("build_plans", "build"), ("build_plan_at_index", "build")):
-            def make(original, what=what):
-                def watched(self, *args, **kwargs):
-                    if depth[0] == 0:
-                        trace.builds.append((what, self))
-                    depth[0] += 1
-                    try:
-                        return original(self, *args, **kwargs)
-                    finally:
-                        depth[0] -= 1
-                return watched
-            _patch(saved, cls, name, make)
-
-
-def _watch_cache_loads(trace: Trace, saved: list, classes: tuple) -> None:
-    def loaded(cache, *args, **kwargs):
-        trace.cache_loads.append((cache, args[0] if args else kwargs.get("data")))
-
-    for cls in classes:
-        _patch(saved, cls, "deserialize", _then(loaded))
+def _built(trace: Trace, what: str, depth: list) -> Callable:
+    """A maker that logs ``(what, graph)`` for the outermost of nested builds (``build_plans`` may build each plan)."""
+    def make(original):
+        def watched(self, *args, **kwargs):
+            if depth[0] == 0:
+                trace.builds.append((what, self))
+            depth[0] += 1
+            try:
+                return original(self, *args, **kwargs)
+            finally:
+                depth[0] -= 1
+        return watched
+    return make
 
 
 @contextmanager
-def tracing(*, snapshot: bool = False, classes: tuple | None = None, cuda_graph_classes: tuple | None = None,
-            cache_classes: tuple | None = None) -> Iterator[Trace]:
-    """Log everything a grading runs (module docstring) for the block's duration; everything patched comes back on
-    leaving, whatever happens inside. ``snapshot``: ``graph_runs``' copy of each output after its execute (not
-    inside a capture). ``classes``, ``cuda_graph_classes``, ``cache_classes``: what to watch (default the cuDNN
-    ``pygraph``, ``torch.cuda.CUDAGraph``, the frontend's kernel cache); tests pass stand-ins."""
-    from .graph_runs import graph_classes
-
-    graphs = classes if classes is not None else graph_classes()
-    trace = Trace(GraphRuns())
-    saved: list = []
-    try:
-        _watch_captures(trace, saved, cuda_graph_classes if cuda_graph_classes is not None else _cuda_graph_classes())
-        _watch_builds(trace, saved, graphs)
-        _watch_cache_loads(trace, saved, cache_classes if cache_classes is not None else _kernel_cache_classes())
-        with recording(snapshot=snapshot, classes=graphs, hooks=_Hooks(trace), runs=trace.runs):
-            with _dispatch_mode(trace):
-                yield trace
-    finally:
-        for cls, name, original in reversed(saved):
-            setattr(cls, name, original)
+def tracing(inputs: dict | None = None, *, snapshot: bool = False, classes: tuple | None = None,
+            cuda_graph_classes: tuple | None = None, cache_classes: tuple | None = None) -> Iterator[Trace]:
+    """Log everything a grading runs (module docstring) for the block, ``inputs`` (name -> tensor) named as the
+    exercise's; everything wrapped comes back on leaving, whatever happens inside. ``snapshot``: ``graph_runs``' copy
+    of each output after its execute (not inside a capture). ``classes``, ``cuda_graph_classes``, ``cache_classes``:
+    what to watch (default the cuDNN ``pygraph``, ``torch.cuda.CUDAGraph``, the frontend's kernel cache)."""
+    graphs = classes if classes is not None else internals.graph_classes()
+    if cuda_graph_classes is None:
+        cuda_graph_classes = internals.cuda_graph_classes()
+    if cache_classes is None:
+        cache_classes = tuple(c for c in [internals.kernel_cache_class()] if c is not None)
+    trace, depth = Trace(GraphRuns()), [0]
+    for name, tensor in (inputs or {}).items():
+        trace.input(name, tensor)
+    begin, end, replay = internals.CAPTURES
+    wraps = [(cls, name, make) for cls in cuda_graph_classes for name, make in (
+        (begin, _then(lambda graph, *a, **k: trace.capture_began(graph))),
+        (end, _then(lambda graph, *a, **k: trace.capture_ended(graph), first=True)),   # what follows is not captured
+        (replay, _then(lambda graph, *a, **k: trace.replayed(graph))))]
+    wraps += [(cls, name, _built(trace, what, depth)) for cls in graphs for name, what in internals.BUILDS.items()]
+    wraps += [(cls, internals.CACHE_LOAD, _then(lambda cache, *a, **k: trace.cache_loads.append(
+        (cache, a[0] if a else k.get("data"))))) for cls in cache_classes]
+    with internals.wrapped(wraps), recording(snapshot=snapshot, classes=graphs, hooks=trace, runs=trace.runs):
+        with internals.dispatch_mode(lambda *op: None if trace.paused else trace.torch_op(*op)):
+            yield trace

@@ -1,6 +1,7 @@
 """What the tests share: the GPU marker, grading that skips where the machine lacks a feature, a setup cell run
 as Colab would run it."""
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -20,6 +21,31 @@ def graded(key, answer):
     if verdict.status == "skipped":
         pytest.skip(f"{key}: {verdict.message}")
     return verdict
+
+
+def refused(key, answer) -> str:
+    """The one line of the verdict ``graded`` gives ``answer``, which must be "failed"."""
+    verdict = graded(key, answer)
+    assert verdict.status == "failed", verdict
+    return verdict.message
+
+
+def wrong_answers(cases: list):
+    """``pytest.mark.parametrize`` over ``(key, answer, message)`` rows, each case named after its answer."""
+    return pytest.mark.parametrize("key, answer, message", cases, ids=[case[1].__name__ for case in cases])
+
+
+def rejects_each(cases: list, how: str = "prefix"):
+    """A GPU test of each ``(key, answer, message)`` in ``cases``: the answer fails, and its one line starts with
+    ``message`` (``how="match"``: a regular expression matched at the start; ``"search"``: found anywhere)."""
+    @requires_gpu
+    @wrong_answers(cases)
+    def test(key, answer, message):
+        got = refused(key, answer)
+        assert {"prefix": got.startswith, "match": lambda m: re.match(m, got),
+                "search": lambda m: re.search(m, got)}[how](message), got
+
+    return test
 
 
 class StandInGraph:
@@ -84,3 +110,27 @@ def colab_setup_cell(setup: str, clone_from: str, course: Path, cwd: Path) -> tu
     assert run.returncode == 0, run.stderr[-2000:]
     helpers_file, installed = run.stdout.strip().splitlines()[-2:]
     return helpers_file, installed
+
+
+class StandInBuilds(StandInGraph):
+    """A ``StandInGraph`` with the methods ``provenance.tracing`` logs as builds, each defined on the class itself
+    (the recorder wraps only those): ``validate``, ``build_plans`` (which builds plan 0) and ``build_plan_at_index``."""
+
+    def execute(self, pack, workspace=None, handle=None):
+        super().execute(pack, workspace, handle)
+
+    def validate(self):
+        pass
+
+    def build_plans(self):
+        self.build_plan_at_index(0)
+
+    def build_plan_at_index(self, index):
+        pass
+
+
+class StandInCache:
+    """Stands in for the frontend's kernel cache: ``deserialize`` is what ``provenance.tracing`` logs."""
+
+    def deserialize(self, text):
+        self.text = text

@@ -12,7 +12,7 @@ import torch
 import helpers as H
 import grader as X
 from grader import nb08
-from tests.support import graded, requires_gpu
+from tests.support import rejects_each
 
 ROOT = Path(__file__).resolve().parent.parent
 KEYS = ["08.capture_two", "08.serve", "08.swap_weights"]
@@ -450,11 +450,7 @@ GPU_CASES = [
 ]
 
 
-@requires_gpu
-@pytest.mark.parametrize("key, answer, expected", GPU_CASES, ids=[c[1].__name__ for c in GPU_CASES])
-def test_the_checker_rejects_a_typical_wrong_answer(key, answer, expected):
-    verdict = graded(key, answer)
-    assert verdict.status == "failed" and verdict.message.startswith(expected), verdict.message
+test_the_checker_rejects_a_typical_wrong_answer = rejects_each(GPU_CASES)
 
 
 # ------------------------------------------------------------------ CPU: a wrong answer each checker refuses

@@ -1,4 +1,4 @@
-"""helpers/exercises/graph_runs.py: the record of the graphs an answer executed, on CPU.
+"""grader/graph_runs.py: the record of the graphs an answer executed, on CPU.
 
 With ``StandInGraph`` (tests/support.py) the recorder watches stand-ins that compute with torch, so every rule
 a checker builds on it (written by the graph, nothing after it, one graph, pass-by-value) is exercised without a
@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import grader as X
-from grader import graph_runs
+from grader import internals
 from grader.graph_runs import GraphRun, bound_buffers, recording
 from tests.support import StandInGraph
 
@@ -148,7 +148,7 @@ cudnn = pytest.importorskip("cudnn")
 
 
 def test_by_default_the_frontends_pygraph_is_watched_and_restored():
-    assert graph_runs.graph_classes() == (cudnn.pygraph,)
+    assert internals.graph_classes() == (cudnn.pygraph,)
     original = cudnn.pygraph.execute, cudnn.pygraph.execute_plan_at_index
     with recording():
         assert cudnn.pygraph.execute is not original[0]

@@ -278,3 +278,21 @@ def test_every_link_inside_the_readme_names_one_of_its_headings_or_a_page_of_the
     pages = re.findall(re.escape(site_url()) + r"([\w-]+)\.html", readme)
     missing = [p for p in pages if not (ROOT / "site" / f"{p}.md").exists()]
     assert pages and not missing, missing
+
+
+
+def test_checkers_make_their_inputs_without_the_lesson_recipes():
+    """What a grader accepts must not change with a lesson: checker code (a checker module above its reference
+    solutions, every other grader module whole) imports neither ``helpers.recipes`` nor ``helpers.lessons``; the
+    reference solutions below the mark may, as a learner would (``grader/inputs.py`` makes the checkers' own)."""
+    import grader as X
+
+    bad = []
+    for path in sorted((ROOT / "grader").glob("*.py")):
+        text = path.read_text()
+        tree = ast.parse(text.partition("\n" + X.SOLUTIONS_MARK)[0] if path.name.startswith("nb") else text)
+        for node in ast.walk(tree):
+            names = ([node.module or ""] + [f"{node.module}.{a.name}" for a in node.names] if isinstance(node, ast.ImportFrom)
+                     else [a.name for a in node.names] if isinstance(node, ast.Import) else [])
+            bad += [f"{path.name}:{node.lineno} {n}" for n in names if n.startswith(("helpers.recipes", "helpers.lessons"))]
+    assert not bad, "checker code importing a lesson recipe: " + ", ".join(bad)
