@@ -9,7 +9,7 @@ It sits at the repository root so that ``pytest``, ``pytest tests/``, ``pytest n
   outputs, and reports it as skipped with the gate's reason.
 
 Both are read from the notebook's own lines (``H.require_gpu()``, ``NAME = H.gate("feature")`` and the cells
-that name it, ``NAME.require()``, ``H.grade_solution(key)``): ``tools/needs.py``.
+that name it, ``NAME.require()``, ``H.grade_solution(key)``): ``tools/gates.py``.
 
 ``COURSE_GPU=t4|l4|a100|h100`` rehearses another GPU (``helpers.device.PROFILES``): the gates above follow it.
 """
@@ -78,7 +78,7 @@ def _run_without_comparing(item, reason: str) -> None:
 
 def pytest_collection_modifyitems(config, items):
     from helpers.features import missing_feature, notebook_requirements_met
-    from tools.needs import read_needs
+    from tools.gates import read_needs
 
     readings = {}
     for item in items:

@@ -163,7 +163,7 @@ def checker(key: str, needs: tuple = ()) -> Callable:
 
 
 def needs(key: str) -> tuple:
-    """The feature gates exercise ``key`` needs: its grading cell is gated by them (``tools/needs.py``)."""
+    """The feature gates exercise ``key`` needs: its grading cell is gated by them (``tools/gates.py``)."""
     checker_for(key)
     return _NEEDS[key]
 

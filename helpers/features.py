@@ -120,7 +120,7 @@ def _requirements_unmet(requires: dict, name: str, sm_version: int, gate_fn) -> 
 
 
 def notebook_requirements_met(requires: dict) -> tuple[bool, str]:
-    """Evaluate a notebook's needs (gpu, min_sm, features: ``tools.needs.read_needs(nb).requires``) on this
+    """Evaluate a notebook's needs (gpu, min_sm, features: ``tools.gates.read_needs(nb).requires``) on this
     machine."""
     if requires.get("gpu", True) and not has_gpu():
         return False, "no NVIDIA GPU: this notebook re-executes on a GPU only"

@@ -19,7 +19,7 @@ import torch
 import helpers as H
 import grader as X
 from helpers import device, errors
-from tools.needs import read_needs
+from tools.gates import read_needs
 from tools.notebooks import ROOT, notebook_paths
 
 NOTEBOOKS = notebook_paths()

@@ -10,7 +10,7 @@ from tools import fork as FK
 from tools import hygiene as HY
 from tools import results_csv as RC
 from tools import student as ST
-from tools.needs import read_needs
+from tools.gates import read_needs
 from tools.notebooks import META_KEY, code_hash, stamp
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -62,7 +62,7 @@ def test_kernelspec_and_colab_metadata(nb):
 
 
 def test_needs_are_read_from_the_code_and_no_metadata_copies_them(nb):
-    """A notebook's gates live in its lines (tools/needs.py); its metadata holds only the SM floor its title states."""
+    """A notebook's gates live in its lines (tools/gates.py); its metadata holds only the SM floor its title states."""
     needs = read_needs(nb)   # raises on a gate it cannot read
     assert needs.gpu, "the setup cell calls H.require_gpu()"
     assert set(nb.metadata.get(META_KEY, {})) <= {"execution", "min_sm"}, nb.metadata[META_KEY].keys()

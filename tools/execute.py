@@ -127,7 +127,7 @@ def execute_one(path: str, output_dir: str | None, timeout: int, allow_errors: b
 
     from helpers.features import notebook_requirements_met
     from .claims import prose_record
-    from .needs import read_needs
+    from .gates import read_needs
     from .notebooks import write_stamp
 
     path = Path(path)

@@ -1,6 +1,6 @@
 """What runs where: for each notebook and each GPU users have, what runs and what is skipped, and why.
 
-Generated from the needs the notebooks' own lines declare (``tools/needs.py``: the gates a notebook requires,
+Generated from the needs the notebooks' own lines declare (``tools/gates.py``: the gates a notebook requires,
 the gates of its cells), the feature gates' rules (``helpers.features.gate_for``) and the GPU profiles
 (``helpers.device.PROFILES``), so the table cannot drift from what the code does. The course website shows it (its
 home page and GPU page, generated at build time by ``tools/site.py``).
@@ -16,7 +16,7 @@ from pathlib import Path
 from helpers.device import PROFILES
 from helpers.features import FEATURES, gate_for, requirements_met_on
 
-from .needs import read_needs
+from .gates import read_needs
 from .notebooks import NB_DIR, notebook_paths, stamp
 
 # The cuDNN backend the table assumes: Colab's pip cuDNN and the one the stored outputs were made with.

@@ -1,4 +1,4 @@
-"""The course's notebooks as files: where they are, their hardware needs (read by ``tools/needs.py``), the code
+"""The course's notebooks as files: where they are, their hardware needs (read by ``tools/gates.py``), the code
 hash, the hash of the outputs nbval compares, and the execution stamp. The checks on stored outputs live in
 ``tools/hygiene.py``, the headline numbers in ``tools/results_csv.py``, the repository the badges point at in
 ``tools/fork.py``; ``tools/cli.py`` is the command line over them.

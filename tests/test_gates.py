@@ -1,8 +1,8 @@
-"""tools/needs.py: a notebook's needs, read from its lines (CPU; the harness that acts on them: test_harness.py)."""
+"""tools/gates.py: a notebook's needs, read from its lines (CPU; the harness that acts on them: test_harness.py)."""
 import nbformat
 import pytest
 
-from tools.needs import read_needs
+from tools.gates import read_needs
 from tools.notebooks import notebook_path
 
 
