@@ -90,3 +90,45 @@ def test_the_finder_catches_each_way_past_the_surface():
     allowed = ("import helpers as H\nfrom helpers import check\nfrom helpers.recipes import sdpa\n"
                "from helpers.lessons.transformer import Block\nfrom helpers.workers import plan_worker")
     assert reaches_past(allowed, surface) == []
+
+
+def _course_imports(code: str) -> set[str]:
+    """The course's modules (helpers, grader, tools) that ``code`` imports, and the names it takes from them."""
+    found = set()
+    for node in ast.walk(ast.parse(code)):
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            found |= {node.module} | {f"{node.module}.{a.name}" for a in node.names}
+    return {name for name in found if name.split(".")[0] in ("helpers", "grader", "tools")}
+
+
+def _resolves(name: str) -> bool:
+    """Whether ``name`` is an importable module, or a name a module of the course defines."""
+    import importlib
+
+    try:
+        importlib.import_module(name)
+        return True
+    except ImportError:
+        module, _, attr = name.rpartition(".")
+        try:
+            return hasattr(importlib.import_module(module), attr)
+        except ImportError:
+            return False
+
+
+@pytest.mark.parametrize("path", notebook_paths(), ids=lambda p: p.name[:2])
+def test_every_course_module_a_notebook_imports_exists(path):
+    """A rename in helpers or tools that a notebook's cells still import fails here, on the CPU, and not only when a
+    GPU re-executes the notebook (01's deep dive B imports tools.gates)."""
+    missing = sorted(n for n in _course_imports(_notebook_code(path)) if not _resolves(n))
+    assert not missing, f"{path.name} imports what no longer exists: {missing}"
+
+
+def test_the_import_finder_catches_a_renamed_module_or_name():
+    code = "import helpers as H\nfrom tools.gates import read_needs\nfrom tools.renamed import x\nfrom helpers.graphs import gone\n"
+    assert _course_imports(code) == {"helpers", "tools.gates", "tools.gates.read_needs", "tools.renamed",
+                                     "tools.renamed.x", "helpers.graphs", "helpers.graphs.gone"}
+    assert sorted(n for n in _course_imports(code) if not _resolves(n)) == [
+        "helpers.graphs.gone", "tools.renamed", "tools.renamed.x"]
