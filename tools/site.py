@@ -582,6 +582,28 @@ CEILING = re.compile(r"^(?P<what>.+?) % of (?P<ceiling>.+)$")   # "fused % of me
 RATE_UNITS = ("TFLOP/s", "GB/s")
 
 
+def _bars(ax, labels: list[str], values: list[float], colors, shown: str, base: float = 0.0) -> None:
+    """Horizontal bars top to bottom from ``base`` (a ratio's bars grow from 1×, either way), each labelled at its
+    end with ``shown.format(value)``."""
+    ys = range(len(values))
+    ax.barh(ys, [v - base for v in values], left=base, color=colors)
+    ax.set_yticks(ys, labels, fontsize=8)
+    for y, value in zip(ys, values):
+        left = value < base   # a bar that grows leftwards is labelled on its left
+        ax.annotate(shown.format(value), (value, y), xytext=(-3 if left else 3, 0), textcoords="offset points",
+                    va="center", ha="right" if left else "left", fontsize=8)
+    ax.set_ylim(len(values) - 0.5, -0.5)
+
+
+def _saved(fig, out: Path, name: str) -> str:
+    import matplotlib.pyplot as plt
+
+    fig.tight_layout()
+    fig.savefig(out / name, dpi=110)
+    plt.close(fig)
+    return name
+
+
 def results_figures(rows: list[dict], out: Path, gpu: str) -> list[tuple[str, str, str]]:
     """Draw the results' figures into ``out``: (file name, caption, alt text) each."""
     import matplotlib
@@ -597,20 +619,12 @@ def results_figures(rows: list[dict], out: Path, gpu: str) -> list[tuple[str, st
         ceilings = sorted({s[2] for s in shares})
         colors = dict(zip(ceilings, plt.get_cmap("tab10").colors))
         fig, ax = plt.subplots(figsize=(8, 0.32 * len(shares) + 1.2))
-        ys = range(len(shares))
-        ax.barh(ys, [s[3] for s in shares], color=[colors[s[2]] for s in shares])
-        ax.set_yticks(ys, [f"{n} · {what}, {ceiling}" for n, what, ceiling, _ in shares], fontsize=8)
-        for y, share in zip(ys, shares):
-            ax.annotate(f"{share[3]:.0f}%", (share[3], y), xytext=(3, 0), textcoords="offset points", va="center",
-                        fontsize=8)
+        _bars(ax, [f"{n} · {what}, {ceiling}" for n, what, ceiling, _ in shares], [s[3] for s in shares],
+              [colors[s[2]] for s in shares], "{:.0f}%")
         ax.axvline(100, color="k", lw=1, ls=":")
-        ax.invert_yaxis()
         ax.set_xlabel("% of the ceiling named beside each bar")
         ax.set_title(f"How close each result comes to its ceiling ({gpu})")
-        name = f"{_slug(gpu)}-ceilings.png"
-        fig.tight_layout()
-        fig.savefig(out / name, dpi=110)
-        plt.close(fig)
+        name = _saved(fig, out, f"{_slug(gpu)}-ceilings.png")
         alt = (f"Horizontal bars, one per recorded share of a ceiling on the {gpu}: "
                + "; ".join(f"{n} {what}, {v:.0f}% of {c}" for n, what, c, v in shares) + ".")
         figures.append((name, "Each recorded share of a ceiling (the dotted line is 100%).", alt))
@@ -622,42 +636,27 @@ def results_figures(rows: list[dict], out: Path, gpu: str) -> list[tuple[str, st
                                  gridspec_kw={"height_ratios": heights})
         for ax, unit in zip(axes[:, 0], units):
             part = [r for r in rates if r[3] == unit]
-            ys = range(len(part))
-            ax.barh(ys, [r[2] for r in part], color="#76b900")
-            ax.set_yticks(ys, [f"{n} · {m.replace(f' {unit}', '')}" for n, m, *_ in part], fontsize=8)
-            for y, r in zip(ys, part):
-                ax.annotate(f"{r[2]:.0f}", (r[2], y), xytext=(3, 0), textcoords="offset points", va="center",
-                            fontsize=8)
+            _bars(ax, [f"{n} · {m.replace(f' {unit}', '')}" for n, m, *_ in part], [r[2] for r in part], "#76b900",
+                  "{:.0f}")
             ax.set_xlim(0, max(r[2] for r in part) * 1.15)
-            ax.set_ylim(len(part) - 0.5, -0.5)
             ax.set_xlabel(unit)
         fig.suptitle(f"Rates reached ({gpu})")
-        name = f"{_slug(gpu)}-rates.png"
-        fig.tight_layout()
-        fig.savefig(out / name, dpi=110)
-        plt.close(fig)
+        name = _saved(fig, out, f"{_slug(gpu)}-rates.png")
         alt = (f"Horizontal bars of the recorded rates on the {gpu}, one panel per unit ({', '.join(units)}): "
                + "; ".join(f"{n} {m}, {v:.0f} {u}" for n, m, v, u in rates) + ".")
         figures.append((name, "Each recorded rate: compute (TFLOP/s) and memory traffic (GB/s).", alt))
     ratios = [(r["notebook"], r["metric"], float(r["value"])) for r in rows if r["unit"] == "x"]
     if ratios:
         fig, ax = plt.subplots(figsize=(8, 0.3 * len(ratios) + 1.2))
-        ys = range(len(ratios))
-        ax.barh(ys, [v for *_, v in ratios], color="#4c72b0")
-        ax.set_yticks(ys, [f"{n} · {metric}" for n, metric, _ in ratios], fontsize=8)
+        _bars(ax, [f"{n} · {metric}" for n, metric, _ in ratios], [v for *_, v in ratios], "#4c72b0", "{:.2f}×",
+              base=1.0)
         ax.set_xscale("log")
         ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}×"))
-        ax.set_xlim(min(0.5, min(v for *_, v in ratios) / 1.5), max(v for *_, v in ratios) * 3)
-        ax.set_ylim(len(ratios) - 0.5, -0.5)
+        ax.set_xlim(min(0.25, min(v for *_, v in ratios) / 3), max(v for *_, v in ratios) * 3)   # room for labels
         ax.axvline(1, color="k", lw=1)
-        for y, (*_, v) in zip(ys, ratios):
-            ax.annotate(f"{v:.2f}×", (v, y), xytext=(3, 0), textcoords="offset points", va="center", fontsize=8)
         ax.set_xlabel("ratio as recorded (log scale; the line is 1×)")
         ax.set_title(f"Every recorded ratio ({gpu})")
-        name = f"{_slug(gpu)}-ratios.png"
-        fig.tight_layout()
-        fig.savefig(out / name, dpi=110)
-        plt.close(fig)
+        name = _saved(fig, out, f"{_slug(gpu)}-ratios.png")
         alt = (f"Horizontal bars on a log scale, one per recorded ratio on the {gpu}, with a line at 1×: "
                + "; ".join(f"{n} {m}, {v:.2f}×" for n, m, v in ratios) + ".")
         caption = ("Every recorded ratio, as its name says it divides. Which side of 1× is better depends on the "
