@@ -356,6 +356,8 @@ IDLE_BODIES = {
     "docstring only": ('"""y = relu(conv(x, w) + b + r)."""', "its body is only a docstring"),
     "torch computes it": (TORCH_BODY, "it never reaches the frontend"),
     "cudnn loaded, unused": ("cudnn = H.load_cudnn()\n    " + TORCH_BODY, "it never reaches the frontend"),
+    "torch's own add and relu": ("y.copy_((torch.nn.functional.conv2d(x, w, padding=1) + b).add(r).relu())",
+                                 "it never reaches the frontend"),
     "the real body": (None, None),
     "a local helper does the work": ("g = _new_graph(x.dtype)\n    named = H.GraphIO(g, dtype=x.dtype)\n    "
                                      "named.output('y', g.relu(_conv3x3(g, named, x, w)), y)\n    "
@@ -366,8 +368,8 @@ IDLE_BODIES = {
 @pytest.mark.parametrize("body, expected", IDLE_BODIES.values(), ids=IDLE_BODIES.keys())
 def test_what_counts_as_a_reference_solution_that_does_nothing(tmp_path, body, expected):
     """02's residual_block with its body replaced: `pass`, `...`, a bare `return` or `return None`,
-    `raise NotImplementedError`, a docstring alone, torch computing the answer (with or without loading cudnn) all
-    do nothing; the real body, or one that leaves the work to a helper of its own module, does frontend work."""
+    `raise NotImplementedError`, a docstring alone, torch computing the answer (with or without loading cudnn, with
+    tensor methods named like graph ops) all do nothing; the real body, or one that leaves the work to a helper of its own module, does frontend work."""
     import re
 
     source = Path(X.solution("02.residual_block").__code__.co_filename).read_text()

@@ -59,6 +59,7 @@ def test_the_core_ends_at_the_deep_dives_heading_and_api_references_are_counted(
     part = rt.measure(core)
     assert (part.api, part.helpers) == (2, 1)
     assert rt.measure([code("torch.add(a, b)\nH.build(g)\nplt.plot(x)")]).api == 0
+    assert rt.measure([code("torch.backends.cudnn.benchmark = True\nprint(torch.backends.cudnn.version())")]).api == 0
 
 
 def test_the_budget_names_each_breach():
@@ -105,9 +106,23 @@ def test_headless_progress_prints_one_line(monkeypatch, capsys):
 BOOKS = rt.read_all()
 
 
+API_RULE = "cuDNN API references"
+# torch.backends.cudnn's settings counted as the frontend's API until this was found (they are torch's): counted
+# right, these three cores refer to H.* more often than to the API. Their rewrite on a GPU (issue 45) fixes them;
+# strict, so the mark must go when it does.
+API_BELOW_HELPERS = {"02_fused_conv_bias_relu", "03_autotuning", "04_matmul_epilogues_amax"}
+
+
 @pytest.mark.parametrize("book", BOOKS, ids=[b.name for b in BOOKS])
 def test_each_notebook_keeps_the_workshop_budget(book):
-    assert rt.problems([book]) == []
+    assert [p for p in rt.problems([book]) if API_RULE not in p] == []
+
+
+@pytest.mark.parametrize("book", [pytest.param(b, marks=pytest.mark.xfail(
+    strict=True, reason="issue 45: the core refers to H.* more often than to the cuDNN API"))
+    if b.name in API_BELOW_HELPERS else b for b in BOOKS], ids=[b.name for b in BOOKS])
+def test_each_core_refers_to_the_api_at_least_as_often_as_to_the_helpers(book):
+    assert [p for p in rt.problems([book]) if API_RULE in p] == []
 
 
 def test_all_cores_fit_one_day():

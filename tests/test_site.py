@@ -88,6 +88,9 @@ def test_api_names_follow_the_one_list_of_frontend_calls():
             "H.check(o)\ntorch.matmul(a, b)\n")
     assert site.api_names(code) == ["cudnn.pygraph", "sdpa_backward", "execute_plan_at_index"]
     assert set(site.api_names(code)) - {"cudnn.pygraph"} <= set(frontend_api.FRONTEND_METHODS)
+    not_the_frontend = ("torch.backends.cudnn.benchmark = True\nseen = set()\nseen.add(x)\ny = (a + b).add(r).relu()\n"
+                        "%time g.execute(p)\n")
+    assert site.api_names(not_the_frontend) == []
 
 
 def test_the_agenda_runs_the_cores_in_order_from_their_reading_time():

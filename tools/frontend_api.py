@@ -1,9 +1,10 @@
 """The cuDNN frontend's API as the course counts it: one list of the method names a graph, plan, handle or cache
-has, the pattern of an API reference in a line of code, and whether a function's code reaches the frontend.
+has, the pattern of an API reference in a line of code, the frontend calls in a piece of code, and whether a
+function's code reaches the frontend.
 
-``tools.reading_time`` counts API references per notebook with ``API_REF``; the test of the reference solutions
-asks ``idle_reason`` whether each one does any frontend work at all (a solution emptied by mistake, or one that lets
-torch compute the answer, would otherwise pass every CPU test).
+``tools.reading_time`` counts API references per notebook with ``API_REF``; the website's API index lists
+``frontend_names``; the test of the reference solutions asks ``idle_reason`` whether each one does any frontend work
+at all (a solution emptied by mistake, or one that lets torch compute the answer, would otherwise pass every CPU test).
 """
 from __future__ import annotations
 
@@ -31,9 +32,13 @@ FRONTEND_METHODS = (
 # torch's).
 NOT_FRONTEND = ("H", "torch", "F", "np", "plt", "pd", "math", "os", "sys", "json", "time", "re", "pathlib",
                 "subprocess", "self", "ax", "axes", "fig")
-API_REF = re.compile(r"\bcudnn\.\w+|\b(?!(?:" + "|".join(NOT_FRONTEND) + r")\b)\w+(?:\[[^\]]*\])?\.(?:"
+API_REF = re.compile(r"(?<![\w.])cudnn\.\w+|\b(?!(?:" + "|".join(NOT_FRONTEND) + r")\b)\w+(?:\[[^\]]*\])?\.(?:"
                      + "|".join(FRONTEND_METHODS) + r")\(")
 
+# Names a torch tensor (or a set) has too, with one operand fewer: ``g.add(a, b)`` is the frontend's, ``t.add(r)``
+# torch's, ``g.relu(x)`` the frontend's, ``t.relu()`` torch's. Such a call counts with the frontend's operands only.
+SHARED_WITH_TORCH = {"add": 2, "mul": 2, "sub": 2, "div": 2, "matmul": 2,
+                     "relu": 1, "gelu": 1, "silu": 1, "tanh": 1, "sigmoid": 1}
 # A graded output may also come from replaying a CUDA graph that captured frontend work (notebook 08).
 REPLAY = "replay"
 # A body that is one of these statements does nothing, whatever the rest of its module holds.
@@ -59,17 +64,31 @@ def _statement_kind(node: ast.stmt) -> str | None:
     return None
 
 
+def frontend_names(tree: ast.AST) -> list[str]:
+    """The frontend names ``tree``'s code uses, in the order they stand, once each: ``cudnn.X`` (the module's own
+    names, not ``torch.backends.cudnn``'s), or a method of ``FRONTEND_METHODS`` called on anything but the course's
+    and torch's objects, a name torch's tensors share counted only with the frontend's operands
+    (``SHARED_WITH_TORCH``)."""
+    called = {id(n.func): n for n in ast.walk(tree) if isinstance(n, ast.Call)}
+    found = []
+    for sub in sorted((n for n in ast.walk(tree) if isinstance(n, ast.Attribute)), key=lambda n: (n.lineno, n.col_offset)):
+        owner = sub.value.id if isinstance(sub.value, ast.Name) else None
+        call = called.get(id(sub))
+        if owner == "cudnn":
+            found.append(f"cudnn.{sub.attr}")
+        elif call is not None and sub.attr in FRONTEND_METHODS and owner not in NOT_FRONTEND \
+                and len(call.args) >= SHARED_WITH_TORCH.get(sub.attr, 0):
+            found.append(sub.attr)
+    return list(dict.fromkeys(found))
+
+
 def _reaches_frontend(node: ast.AST) -> bool:
-    """Whether ``node``'s own code names the frontend: ``cudnn.X``, a frontend method called on anything but the
-    course's and torch's objects, ``H.build``, or a CUDA-graph replay."""
-    for sub in ast.walk(node):
-        if isinstance(sub, ast.Attribute) and isinstance(sub.ctx, ast.Load):
-            owner = sub.value.id if isinstance(sub.value, ast.Name) else None
-            if owner == "cudnn" or sub.attr == REPLAY or (sub.attr == "build" and owner == "H"):
-                return True
-            if sub.attr in FRONTEND_METHODS and owner not in NOT_FRONTEND:
-                return True
-    return False
+    """Whether ``node``'s own code names the frontend (``frontend_names``), builds with ``H.build``, or replays a CUDA
+    graph."""
+    if frontend_names(node):
+        return True
+    return any(isinstance(sub, ast.Attribute) and (sub.attr == REPLAY or (sub.attr == "build" and
+               isinstance(sub.value, ast.Name) and sub.value.id == "H")) for sub in ast.walk(node))
 
 
 def idle_reason(fn) -> str | None:

@@ -442,14 +442,10 @@ def stage_lessons(stage: Path, terms: list[str]) -> list[Lesson]:
 
 # ---------------------------------------------------------------- the API index
 def api_names(code: str) -> list[str]:
-    """The frontend names a cell's code uses, in order, once each: ``cudnn.x`` or a method's name."""
-    names = []
-    for m in frontend_api.API_REF.finditer(code):
-        text = m[0]
-        name = text if text.startswith("cudnn.") else re.search(r"\.(\w+)\($", text)[1]
-        if name not in names:
-            names.append(name)
-    return names
+    """The frontend names a cell's code uses, in order, once each (``tools.frontend_api.frontend_names``; IPython's
+    ``%`` and ``!`` lines left out)."""
+    lines = "\n".join(line for line in code.splitlines() if not line.lstrip().startswith(("%", "!")))
+    return frontend_api.frontend_names(ast.parse(lines))
 
 
 @dataclass
