@@ -440,7 +440,8 @@ def test_tools_execute_records_the_output_hashes_and_the_prose_in_the_stamp(tmp_
     monkeypatch.setattr(device, "versions", lambda: {"torch": "2.13.0"})
     nb = new_notebook(cells=[
         new_markdown_cell("A step took 0.08 ms on the H200.", id="md"),
-        new_code_cell('from helpers.paths import tidy_paths\n'
+        new_code_cell('from helpers.paths import tidy_paths\nimport helpers.workers\n'
+                      'helpers.workers.STARTED.add("plan_worker")   # as run_worker notes a worker it starts\n'
                       'print("PASS case: rel err 1.2e-03 (tol 2e-02, bfloat16)")', id="checked"),
         new_code_cell('print("12.3 ms")', id="timed", metadata={"tags": ["nbval-ignore-output"]})])
     nb.metadata[N.META_KEY] = {"requires": {"gpu": False}}
@@ -452,6 +453,7 @@ def test_tools_execute_records_the_output_hashes_and_the_prose_in_the_stamp(tmp_
     assert set(entry["outputs_sha256"]) == {"checked"} and entry["prose_claims"] == {"md": ["0.08 ms"]}
     assert set(entry["stored_outputs_sha256"]) == {"checked", "timed"}
     assert {"helpers/__init__.py", "helpers/paths.py"} <= set(entry["code_files_sha256"])      # what it imported
+    assert "helpers/workers/plan_worker.py" in entry["code_files_sha256"]                 # a worker it started
     assert all(f.split("/")[0] in N.COURSE_CODE for f in entry["code_files_sha256"])
     assert HY.code_file_problems({name: ran}) == [] and HY.unrecorded({name: ran}) == []
     assert HY.output_problems(ran, name) == []
@@ -497,3 +499,9 @@ def test_a_course_file_changed_after_a_run_names_every_notebook_that_used_it(tmp
     (root / "helpers" / "paths.py").unlink()
     assert HY.code_file_problems(stored, root)[0].startswith("helpers/paths.py is gone since the GPU run of 05_")
     assert HY.unrecorded({"08_x.ipynb": _stamped([])}) == ["08_x.ipynb"]
+    recent = _stamped([])
+    recent.metadata[N.META_KEY]["execution"]["date"] = f"{N.CODE_FILES_SINCE}T10:00:00"
+    assert HY.unrecorded({"08_x.ipynb": recent}) == []
+    assert HY.code_file_problems({"08_x.ipynb": recent}, root) == [
+        f"08_x.ipynb: its stamp of {N.CODE_FILES_SINCE}T10:00:00 records no course files its run used: re-execute it "
+        f"on a GPU (python -m tools.execute notebooks/08_x.ipynb)"]

@@ -31,8 +31,9 @@ PEAK_MEMORY_CELL = ("import json as _json, torch as _torch\n"
                     "'reserved': _torch.cuda.max_memory_reserved()}))")
 
 
-# Appended after it, read back and removed: the files of the course the kernel ran (every imported module, and every
-# file a module names in a module-level Path, as 08's op names its .cpp), for the stamp's ``code_files_sha256``.
+# Appended after it, read back and removed: the files of the course the kernel ran (every imported module, every
+# file a module names in a module-level Path, as 08's op names its .cpp, and every worker program it started, which
+# ran in a process of its own), for the stamp's ``code_files_sha256``.
 RAN_FILES_CELL = ("import json as _json, pathlib as _pathlib, sys as _sys\n"
                   "_ran = set()\n"
                   "for _module in list(_sys.modules.values()):\n"
@@ -40,6 +41,10 @@ RAN_FILES_CELL = ("import json as _json, pathlib as _pathlib, sys as _sys\n"
                   "        _ran.add(_module.__file__)\n"
                   "        _ran.update(str(_v) for _v in vars(_module).values()\n"
                   "                    if isinstance(_v, _pathlib.PurePath) and _pathlib.Path(_v).is_file())\n"
+                  "_workers = _sys.modules.get('helpers.workers')\n"
+                  "if _workers is not None:\n"
+                  "    _ran.update(str(_pathlib.Path(_workers.__file__).with_name(f'{_name}.py'))\n"
+                  "                for _name in getattr(_workers, 'STARTED', ()))\n"
                   "print(_json.dumps(sorted(_ran)))")
 
 
@@ -161,6 +166,8 @@ def execute_one(path: str, output_dir: str | None, timeout: int, allow_errors: b
     errors = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []) if o.get("output_type") == "error"]
     if status == "ok" and errors:
         status = f"error: {len(errors)} cell(s) raised ({errors[0].get('ename')}: {errors[0].get('evalue', '')[:120]})"
+    if status == "ok" and ran_files is None and not core:
+        status = "error: the run's last cell did not say which course files it used (the stamp needs them)"
     if status != "ok":
         status += f"  [kernel log: {log_path.relative_to(ROOT)}]"
     elif not core:  # a core run proves the core runs alone; the stored notebook is the full run
@@ -180,7 +187,7 @@ def main(argv=None) -> int:
     parser.add_argument("--allow-errors", action="store_true", help="keep going past a failing cell (debugging)")
     parser.add_argument("--core", action="store_true",
                         help="DEEP_DIVES = False: run the core lessons only (needs --output-dir), to prove each runs "
-                             "alone; the README's core times come from the full run's stamp")
+                             "alone; the website's core times come from the full run's stamp")
     args = parser.parse_args(argv)
     if args.core and not args.output_dir:
         parser.error("--core needs --output-dir: the stored notebooks carry full runs")

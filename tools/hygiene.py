@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import re
 
-from .notebooks import ROOT, cell_source, file_hash, output_hashes, stamp, stored_output_hashes
+from .notebooks import CODE_FILES_SINCE, ROOT, cell_source, file_hash, output_hashes, stamp, stored_output_hashes
 
 
 def output_texts(cell) -> list[str]:
@@ -92,22 +92,28 @@ def output_problems(nb, name: str) -> list[str]:
 
 def code_file_problems(stored: dict, root=ROOT) -> list[str]:
     """One line per course file (``helpers/``, ``grader/``) that changed since a notebook's GPU run used it, naming
-    the notebooks to re-execute; ``stored``: notebook name -> notebook. Stamps written before ``tools.execute``
-    recorded them (no ``code_files_sha256``) are not judged here: ``unrecorded`` lists them."""
+    the notebooks to re-execute, and one per stamp from ``CODE_FILES_SINCE`` on that records no such files;
+    ``stored``: notebook name -> notebook. Older stamps without the record are not judged: ``unrecorded`` lists them."""
     from pathlib import Path
 
     stale: dict[str, list[str]] = {}
+    missing = [f"{name}: its stamp of {(stamp(nb) or {}).get('date')} records no course files its run used: "
+               f"re-execute it on a GPU (python -m tools.execute notebooks/{name})"
+               for name, nb in stored.items() if name not in unrecorded({name: nb}) and
+               (stamp(nb) or {}).get("code_files_sha256") is None]
     for name, nb in stored.items():
         for path, recorded in ((stamp(nb) or {}).get("code_files_sha256") or {}).items():
             now = file_hash(Path(root) / path) if (Path(root) / path).is_file() else None
             if now != recorded:
                 stale.setdefault(path, []).append(name)
-    return [f"{path} {'is gone' if not (Path(root) / path).is_file() else 'changed'} since the GPU run of "
+    return missing + [f"{path} {'is gone' if not (Path(root) / path).is_file() else 'changed'} since the GPU run of "
             f"{', '.join(names)}, which used it: re-execute "
             f"{'it' if len(names) == 1 else 'them'} on a GPU (python -m tools.execute "
             f"{' '.join(f'notebooks/{n}' for n in names)})" for path, names in sorted(stale.items())]
 
 
 def unrecorded(stored: dict) -> list[str]:
-    """The notebooks whose stamp does not record the course files their run used."""
-    return [name for name, nb in stored.items() if (stamp(nb) or {}).get("code_files_sha256") is None]
+    """The notebooks whose stamp, written before ``CODE_FILES_SINCE``, does not record the course files their run
+    used."""
+    return [name for name, nb in stored.items() if (stamp(nb) or {}).get("code_files_sha256") is None
+            and str((stamp(nb) or {}).get("date", "")) < CODE_FILES_SINCE]

@@ -183,6 +183,7 @@ def stored_output_hashes(nb) -> dict[str, str]:
 
 # ---------------------------------------------------------------- the course's code a run used, and its hash
 COURSE_CODE = ("helpers", "grader")   # the packages whose files a notebook's stamp hashes when its run used them
+CODE_FILES_SINCE = "2026-12-05"        # every stamp written from this date on records them (code_files_sha256)
 
 
 def file_hash(path: Path) -> str:

@@ -20,6 +20,7 @@ from ..errors import CourseError, one_line
 from ..paths import COURSE_ROOT, tidy_paths
 
 RESULT_PREFIX = "RESULT "                                  # a worker's machine-readable line: RESULT {json}
+STARTED: set[str] = set()   # the workers this process started (tools.execute stamps a notebook with their files)
 
 
 class WorkerError(CourseError):
@@ -48,6 +49,7 @@ def run_worker(name: str, *args, env: dict | None = None, timeout: float = 300, 
     variables = dict(os.environ, **{k: str(v) for k, v in (env or {}).items()})
     variables["PYTHONPATH"] = os.pathsep.join(p for p in (str(COURSE_ROOT), variables.get("PYTHONPATH", "")) if p)
     command = [sys.executable, "-m", f"helpers.workers.{name}", *map(str, args)]
+    STARTED.add(name)
     launched_at, t0 = time.time(), time.perf_counter()
     try:
         proc = subprocess.run(command, capture_output=True, text=True, env=variables, timeout=timeout, cwd=cwd)
