@@ -103,7 +103,7 @@ TORCH_BUILD := $(PYTHON) -m tools.torch_build --python $(BIN)/python --torch "$(
 .PHONY: run test lab wheelhouse fork student handout-branch site clean
 
 # A venv this call created is removed again when torch's install stops or fails (it holds no more than pip then).
-$(STAMP): requirements.txt requirements-test.txt pyproject.toml $(PINS)
+$(STAMP): requirements.txt requirements-test.txt pyproject.toml $(if $(PINNED),$(PINS))
 	@test -x $(BIN)/python || { test -e $(VENV) || NEW=1; $(PYTHON) -m venv $(VENV_FLAGS) $(VENV) && \
 	  { test -z "$$NEW" || touch $(VENV)/.new; }; }
 ifeq ($(SYSTEM_TORCH),1)

@@ -262,9 +262,14 @@ def holds(key: str) -> bool:
 
 def broken(key: str) -> str:
     """The one line for assumption ``key`` failing: ``library version: what broke: what grading loses``."""
-    library, what, loses, _ = ASSUMPTIONS[key]
+    library, what, loses, check = ASSUMPTIONS[key]
     try:
         installed = version(library)
     except PackageNotFoundError:
         installed = "(not installed)"
-    return f"{library} {installed}: {what}: {loses}"
+    try:
+        check()
+        raised = ""
+    except Exception as exc:   # the check itself failed: say how, in a few words
+        raised = f" ({type(exc).__name__}: {(str(exc).splitlines() or [''])[0][:100]})"
+    return f"{library} {installed}: {what}{raised}: {loses}"

@@ -1,13 +1,13 @@
 """The versions of the stored GPU run, as pip constraints: ``constraints.txt`` at the checkout's root.
 
-``tools.execute`` writes it from the stamps of the notebooks it has run (``write_pins``); ``python -m tools.cli pins``
-rewrites it from the committed stamps. A fresh install on a GPU machine (``make run`` / ``make test``) installs with
+``tools.execute`` rewrites it from every notebook's stamp after a run (``write_pins``, which leaves the file alone
+when nothing changed); ``python -m tools.cli pins`` does only that. A fresh install on a GPU machine (``make run`` / ``make test``) installs with
 it (``-c constraints.txt``), so a learner gets the torch, cuDNN runtime and frontend the stored outputs were made
 with; ``make … LATEST=1`` takes the newest releases instead. ``helpers.libcudnn.stored_run_versions`` reads it back for
 the setup cell's one-line note where another torch or cuDNN is already installed (Colab, a CI image).
 
 torch is pinned by its public version (PyPI's Linux wheel of 2.11.0 is the CUDA 13.0 build that brings cuDNN
-9.19.0.56), the cuDNN runtime by the wheel of the run's CUDA major at the backend version the stamp recorded
+9.19.0.56, as pip's dry-run report showed on 2026-12-05), the cuDNN runtime by the wheel of the run's CUDA major at the backend version the stamp recorded
 (``nvidia-cudnn-cu13==9.19.0.*``), the frontend exactly.
 """
 from __future__ import annotations
@@ -84,5 +84,7 @@ def write_pins(path: Path = PINS) -> str:
     versions, problems = stored_run(stamps)
     if problems:
         return f"{path.name} not written: {problems[0]}"
-    path.write_text(pins_text(stamps))
+    text = pins_text(stamps)
+    if not path.exists() or path.read_text() != text:   # an unchanged file keeps its date: no venv top-up follows
+        path.write_text(text)
     return f"{path.name}: {', '.join(pins_from(versions))} (the versions a fresh GPU install takes)"
