@@ -325,3 +325,14 @@ def test_the_workflows_run_the_ci_script_and_publish_what_make_site_builds():
     assert re.search(r"^\s*run: make site\b", pages, re.M) and "branches: [main]" in pages
     uploaded = re.search(r"upload-pages-artifact@\S+\s+with:\s+path: (\S+)", pages)[1]
     assert ROOT / uploaded == site.HTML
+
+
+def test_staging_again_leaves_no_stale_page(tmp_path):
+    """A renamed notebook or a section gone must not stay published: what a staging did not write is removed."""
+    site.stage(tmp_path)
+    stale = tmp_path / site.LESSONS / "99_renamed.ipynb"
+    stale.write_text("{}")
+    site.stage(tmp_path)
+    assert not stale.exists()
+    assert sorted(p.name for p in (tmp_path / site.LESSONS).glob("*.ipynb")) == [p.name for p in notebook_paths()]
+    assert any((tmp_path / site.GENERATED / "plots").glob("*.png"))

@@ -50,14 +50,18 @@ DOWNLOADS = "downloads"                        # the .ipynb files the pages offe
 
 # The workshop day on the home page: the cores in order, the first exercise of each after it.
 DAY_START = (9, 0)
-EXERCISE_MIN = 10            # "add about ten minutes per exercise" (site/workshop.md)
+EXERCISE_MIN = 10            # an exercise's minutes after each core (site/workshop.md)
 BREAK_MIN, LUNCH_MIN = 15, 60
 BREAK_AFTER = 2              # a short break after every second notebook; lunch instead at the half-way point
 
 
 # ---------------------------------------------------------------- small readers
+WRITTEN: set[Path] = set()   # what this staging wrote: anything else in the generated folders is stale
+
+
 def write_if_changed(path: Path, data: str | bytes) -> None:
     """Write ``data`` only when it differs, so Sphinx's incremental build rebuilds only what changed."""
+    WRITTEN.add(Path(path))
     path.parent.mkdir(parents=True, exist_ok=True)
     binary = isinstance(data, bytes)
     if path.exists() and (path.read_bytes() if binary else path.read_text()) == data:
@@ -72,7 +76,7 @@ def title(nb) -> str:
             m = re.search(r"^#\s+(.+)$", cell_source(cell), re.M)
             if m:
                 return m[1].strip()
-    raise ValueError("a notebook without a title heading")
+    raise ValueError("no title heading: give the first markdown cell a '# NN · Title' line")
 
 
 def colab_url(nb) -> str:
@@ -81,7 +85,7 @@ def colab_url(nb) -> str:
         m = fork.COLAB_BADGE.search(cell_source(cell))
         if m:
             return m[0]
-    raise ValueError("a notebook without an Open-in-Colab badge")
+    raise ValueError("no Open-in-Colab badge: the title cell needs one (make fork writes them)")
 
 
 def run_line(entry: dict | None) -> str:
@@ -363,7 +367,9 @@ def header(nb, lesson: Lesson, page: str, terms: list[str]) -> str:
 def with_header(source: str, block: str, heading: str | None = None) -> str:
     """``source`` with ``block`` right under its first heading (that heading replaced by ``heading`` if given)."""
     lines = source.split("\n")
-    at = next(i for i, line in enumerate(lines) if re.match(r"^#\s", line))
+    at = next((i for i, line in enumerate(lines) if re.match(r"^#\s", line)), None)
+    if at is None:
+        raise ValueError("a page that starts with no '#' heading: its first markdown cell needs one")
     if heading:
         lines[at] = f"# {heading}"
     return "\n".join(lines[:at + 1] + [block] + lines[at + 1:])
@@ -429,7 +435,10 @@ def stage_lessons(stage: Path, terms: list[str]) -> list[Lesson]:
 
     lessons = []
     for path in notebook_paths():
-        lesson, core_nb, deep_nb = lesson_notebooks(path, terms)
+        try:
+            lesson, core_nb, deep_nb = lesson_notebooks(path, terms)
+        except ValueError as exc:
+            raise SystemExit(f"site not built: notebooks/{path.name}: {exc}") from None
         write_if_changed(stage / f"{lesson.core_doc}.ipynb", json.dumps(core_nb, indent=1))
         if deep_nb:
             write_if_changed(stage / f"{lesson.deep_doc}.ipynb", json.dumps(deep_nb, indent=1))
@@ -551,8 +560,8 @@ def handout_badges(lessons: list[Lesson]) -> str:
 
 
 def code_layout() -> str:
-    """The code's layout, read from the tree: every package and module of helpers/ and tools/, and the test files,
-    with the first sentence of its docstring."""
+    """The code's layout, read from the tree: every package and module of helpers/, grader/ and tools/, and the test
+    files, with the first sentence of its docstring."""
     lines = []
     for top in ("helpers", "grader", "tools", "tests"):
         lines += [f"## `{top}/`", ""]
@@ -561,7 +570,7 @@ def code_layout() -> str:
             if "__pycache__" in rel:
                 continue
             doc = ast.get_docstring(ast.parse(path.read_text())) or ""
-            first = re.split(r"(?<=[.:])\s", " ".join(doc.split()), maxsplit=1)[0] if doc else "(no docstring)"
+            first = re.split(r"(?<=\.)\s", " ".join(doc.split()), maxsplit=1)[0] if doc else "(no docstring)"
             depth = rel.count("/") - 1
             lines.append(f"{'  ' * depth}- `{rel}`: {first}")
         lines.append("")
@@ -597,6 +606,7 @@ def _saved(fig, out: Path, name: str) -> str:
     fig.tight_layout()
     fig.savefig(out / name, dpi=110)
     plt.close(fig)
+    WRITTEN.add(Path(out / name))
     return name
 
 
@@ -697,6 +707,7 @@ def results_page(lessons: list[Lesson], stage: Path, results_dir: Path = RESULTS
 def stage(out: Path = STAGE) -> list[Lesson]:
     """Copy ``site/`` into ``out`` and write every generated page beside it."""
     out = Path(out)
+    WRITTEN.clear()
     for path in sorted(SOURCES.rglob("*")):
         if path.is_file() and "__pycache__" not in path.parts:
             write_if_changed(out / path.relative_to(SOURCES), path.read_bytes())
@@ -716,6 +727,10 @@ def stage(out: Path = STAGE) -> list[Lesson]:
         write_if_changed(out / GENERATED / name, text + "\n")
     write_if_changed(out / "api.md", api_page(lessons, terms))
     write_if_changed(out / "results.md", results_page(lessons, out))
+    for folder in (LESSONS, DOWNLOADS, GENERATED):   # a renamed notebook or a section gone leaves no stale page
+        for path in (out / folder).rglob("*"):
+            if path.is_file() and path not in WRITTEN:
+                path.unlink()
     return lessons
 
 
