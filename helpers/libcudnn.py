@@ -294,7 +294,7 @@ def version_note(here: dict[str, str], stored: dict[str, str]) -> str | None:
 
 def _say_if_not_the_stored_run(cudnn) -> None:
     """Print one line, once per process (the setup cell's load), when torch, cuDNN or the frontend here is not the
-    version of the course's stored run (``helpers.device.version_note``)."""
+    version of the course's stored run (``version_note``)."""
     import torch
 
     here = {"torch": torch.__version__, "cuDNN": version_string(int(cudnn.backend_version())),

@@ -1,4 +1,4 @@
-"""The exercise framework (helpers/exercises) and the student-version writer (tools/student.py), on CPU."""
+"""The exercise framework (the grader package) and the student-version writer (tools/student.py), on CPU."""
 from pathlib import Path
 
 import nbformat

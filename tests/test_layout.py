@@ -258,7 +258,7 @@ def test_the_readmes_first_screen_says_what_how_and_where():
     for needed in ("NVIDIA cuDNN Frontend graph API", "make test", "make run", "Colab", site_url(),
                    "A CPU box runs the tests; notebooks need an NVIDIA GPU or Colab"):
         assert needed in first, needed
-    assert len(first.splitlines()) <= 35, "the first screen: about 30 lines"
+    assert len(first.splitlines()) <= 35, "the first screen: at most 35 lines"
     assert len(readme.splitlines()) <= 120, "the README is a first screen and its tables; details go on the website"
 
 

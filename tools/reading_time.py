@@ -47,7 +47,8 @@ class Rates:
 
 
 SKIMMING = Rates(WORDS_PER_MIN, CODE_LINES_PER_MIN, OUTPUT_LINES_PER_MIN)
-# A careful first read of unfamiliar API code (a learner's own estimate of the eight cores: about 6 h), and the
+# A careful first read of unfamiliar API code (the rates issue 45 measured the cores at; a learner's own reading
+# of the eight took about 6 h), and the
 # budget the cores must meet at that rate once they are rewritten on a GPU (issue 45): each core 35 min, all eight
 # 270, no core code cell over 20 lines nor a deep dive's over 40, the API referred to 1.5 times as often as H.*.
 CAREFUL = Rates(120, 6, 30, figure_min=1.0)

@@ -1,1 +1,1 @@
-"""Timing, one module per clock (the README's layout lists them). Notebooks reach these through ``H``."""
+"""Timing, one module per clock (the website's layout page lists them). Notebooks reach these through ``H``."""
