@@ -81,37 +81,36 @@ def _file_logger(path: Path) -> logging.Logger:
     return logger
 
 
-def _peak_memory_gib(cell) -> dict | None:
-    """``{"allocated": GiB, "reserved": GiB}`` from the output of ``PEAK_MEMORY_CELL`` (None if it did not run)."""
+def _printed_json(cell):
+    """The JSON value an injected cell printed as its last stdout line, or None (it did not run, or printed none)."""
     import json
 
     for out in cell.get("outputs", []):
         if out.get("output_type") == "stream" and out.get("name") == "stdout":
             try:
-                peaks = json.loads(out["text"].strip().splitlines()[-1])
+                return json.loads(out["text"].strip().splitlines()[-1])
             except (ValueError, IndexError):
                 return None
-            return {key: round(value / 2**30, 2) for key, value in peaks.items()}
     return None
+
+
+def _peak_memory_gib(cell) -> dict | None:
+    """``{"allocated": GiB, "reserved": GiB}`` from the output of ``PEAK_MEMORY_CELL`` (None if it did not run)."""
+    peaks = _printed_json(cell)
+    return None if peaks is None else {key: round(value / 2**30, 2) for key, value in peaks.items()}
 
 
 def _ran_files(cell) -> list[str] | None:
     """The course's files (``notebooks.COURSE_CODE``) among those ``RAN_FILES_CELL`` printed, relative to the
     checkout (None if it did not run)."""
-    import json
-
     from .notebooks import COURSE_CODE
 
-    for out in cell.get("outputs", []):
-        if out.get("output_type") == "stream" and out.get("name") == "stdout":
-            try:
-                files = json.loads(out["text"].strip().splitlines()[-1])
-            except (ValueError, IndexError):
-                return None
-            ran = {Path(f).resolve() for f in files}
-            return sorted(str(f.relative_to(ROOT)) for f in ran
-                          if f.is_relative_to(ROOT) and f.relative_to(ROOT).parts[0] in COURSE_CODE)
-    return None
+    files = _printed_json(cell)
+    if files is None:
+        return None
+    ran = {Path(f).resolve() for f in files}
+    return sorted(str(f.relative_to(ROOT)) for f in ran
+                  if f.is_relative_to(ROOT) and f.relative_to(ROOT).parts[0] in COURSE_CODE)
 
 
 def inject_core_switch(nb) -> None:
