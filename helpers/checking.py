@@ -162,13 +162,13 @@ class CheckResult:
 
 
 def check(case: str, out: torch.Tensor, ref: torch.Tensor, *, dtype: torch.dtype | None = None,
-          tol: float | None = None, rtol: float | None = None, raise_on_fail: bool = True,
+          tol: float | None = None, raise_on_fail: bool = True,
           quiet: bool = False) -> CheckResult:
     """Compare ``out`` with a higher-precision ``ref``; print one verdict line.
 
     Two bounds must hold: the relative error by norm (``tol``, from ``out``'s dtype unless
     ``dtype``/``tol`` say otherwise) and, for every element, ``|out - ref| <= 8 * tol * rms(ref) +
-    rtol * |ref|`` (``rtol`` from the dtype). A FAIL line says how many elements break the second
+    rtol * |ref|`` (``rtol`` from the dtype, ``ELEMENT_RTOL``). A FAIL line says how many elements break the second
     bound and shows the worst one. Raises ``AssertionError`` naming ``case`` on failure (unless
     ``raise_on_fail=False``).
     """
@@ -177,7 +177,7 @@ def check(case: str, out: torch.Tensor, ref: torch.Tensor, *, dtype: torch.dtype
             raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
     dtype = dtype or out.dtype
     tol = tolerance(dtype) if tol is None else float(tol)
-    rtol = ELEMENT_RTOL.get(dtype, tol) if rtol is None else float(rtol)
+    rtol = ELEMENT_RTOL.get(dtype, tol)
     unwritten = int(torch.isnan(out.detach().float()).sum().item()) if out.dtype.is_floating_point else 0
     err = rel_error(out, ref)
     result = CheckResult(case, err, tol, dtype_name(dtype), unwritten,

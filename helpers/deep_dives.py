@@ -1,5 +1,16 @@
 """The ``DEEP_DIVES`` switch: every notebook is a core lesson, then deep dives a workshop can skip.
 
+**The rewritten notebooks** open each deep dive with a visible guard, its first code cell::
+
+    H.deep_dive("B", "the kernel ladder", DEEP_DIVES)
+
+With ``DEEP_DIVES = True`` it does nothing. With ``False`` it raises ``DeepDivesOff``, shown as one line (no
+traceback) that says the core ended above and how to go on: Jupyter, JupyterLab and Colab stop "Run all" at the
+first error, so the cells below never run and the learner sees why; run alone, a deep dive's cells stop at its
+guard. ``python -m tools.execute --core`` injects ``DEEP_DIVES = False`` and counts that stop as the core's end.
+
+**Notebooks not yet rewritten** (until issue 56) use the old, hidden switch below: an input transformer.
+
 A deep-dive code cell starts with a marker comment, ``# Deep dive B: <what it measures>``. Once
 ``H.check_parameters`` has run (the cell after the parameters cell), each cell is looked at before it
 runs: with ``DEEP_DIVES = False`` a marked cell prints one line instead of running; with ``True`` (the
@@ -12,6 +23,24 @@ from __future__ import annotations
 
 import re
 
+from .errors import CourseError
+
+class DeepDivesOff(CourseError):
+    """A deep dive's guard with ``DEEP_DIVES = False``: the core ends here."""
+
+
+def deep_dive(letter: str, what: str, on: bool) -> None:
+    """The first code cell of deep dive ``letter`` (``what`` it is about): nothing when ``on`` (the notebook's
+    ``DEEP_DIVES``), else ``DeepDivesOff`` in one line, which stops "Run all" here."""
+    if not isinstance(on, bool):
+        raise TypeError(f"pass the parameters cell's {SWITCH} (True or False) as on=, got {on!r}")
+    if not on:
+        raise DeepDivesOff(f"{SWITCH} = False, so the core lesson ends above and deep dive {letter} ({what}) does "
+                           f"not run. To run it: set {SWITCH} = True in the parameters cell, run that cell, then "
+                           f"run on from here.")
+
+
+# ---------------------------------------------------------------- the old, hidden switch (until issue 56)
 # "# Deep dive B: the kernel ladder" (the letter names the section; the rest is free text)
 MARKER = re.compile(r"^#\s*Deep dive\s+([A-Z])\b\s*[:·-]?\s*(.*?)\s*$")
 SWITCH = "DEEP_DIVES"
@@ -58,4 +87,4 @@ def install() -> bool:
 def switch(namespace: dict) -> None:
     """Install the switch (in IPython), and say once that it skips when ``namespace`` sets it to False."""
     if install() and namespace.get(SWITCH) is False:
-        print(f"{SWITCH} = False: the core only. Each deep-dive cell prints one line and is skipped.")
+        print(f"{SWITCH} = False: the core only. Each deep dive says so in one line and does not run.")

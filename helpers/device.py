@@ -92,7 +92,7 @@ class DeviceInfo(GPU):
     index: int
     l2_bytes: int
     # Datasheet ceilings (dense, no sparsity); None when the GPU is not in the table. The *measured* peaks
-    # are ``H.measured_peak_tflops`` / ``H.measured_bandwidth_gbps`` (helpers/timing/rates.py).
+    # are ``measured_peak_tflops`` / ``measured_bandwidth_gbps`` (helpers/timing/rates.py).
     datasheet_tflops: dict = field(default_factory=dict)  # {"bfloat16": ..., "float16": ..., "float8_e4m3fn": ...}
     datasheet_gbps: float | None = None
     rehearsed_on: str | None = None  # the real GPU's name when a COURSE_GPU profile is on, else None

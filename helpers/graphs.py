@@ -95,7 +95,7 @@ def _build_one(graph, candidates, pick) -> int:
     raise failure
 
 
-def workspace_for(graph, plan: int | Iterable[int] | None = None, device: int | None = None) -> torch.Tensor:
+def workspace_for(graph, plan: int | Iterable[int] | None = None) -> torch.Tensor:
     """A uint8 device buffer for ``graph``'s workspace (at least 1 byte).
 
     ``plan=None``: the selected plan's size. ``plan=i``: plan *i*'s (``get_workspace_size_plan_at_index``),
@@ -106,8 +106,7 @@ def workspace_for(graph, plan: int | Iterable[int] | None = None, device: int | 
     else:
         indices = [plan] if isinstance(plan, int) else [int(i) for i in plan]
         size = max([int(graph.get_workspace_size_plan_at_index(i)) for i in indices] + [0])
-    index = torch.cuda.current_device() if device is None else device
-    return torch.empty(max(size, 1), dtype=torch.uint8, device=f"cuda:{index}")
+    return torch.empty(max(size, 1), dtype=torch.uint8, device=f"cuda:{torch.cuda.current_device()}")
 
 
 # ---------------------------------------------------------------- tensors

@@ -9,7 +9,7 @@ from .libcudnn import load_cudnn
 _handles: dict = {}
 
 
-def get_handle(device: int | None = None):
+def get_handle():
     """One ``cudnn.Handle`` per device, bound to torch's *current* stream.
 
     The course's one convention: ask for the handle on the stream you are about to
@@ -21,7 +21,7 @@ def get_handle(device: int | None = None):
     """
     require_gpu()
     cudnn = load_cudnn()
-    index = torch.cuda.current_device() if device is None else int(device)
+    index = torch.cuda.current_device()
     handle = _handles.get(index)
     if handle is None:
         with torch.cuda.device(index):

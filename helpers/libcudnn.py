@@ -21,7 +21,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import CudnnLoadError, CudnnNotFoundError, CudnnVersionError, one_line
+from .errors import CudnnLoadError, CudnnNotFoundError, CudnnVersionError, compact_warnings, one_line
 
 _SONAMES = ("libcudnn.so.9", "libcudnn.so")
 MIN_BACKEND = 90000     # cuDNN 9.0.0, the oldest backend the course supports (cuDNN 9 numbers versions 9xxyy)
@@ -210,7 +210,7 @@ def _check_backend(cudnn) -> None:
             "LD_LIBRARY_PATH — and call H.load_cudnn() before `import cudnn`, then restart the kernel."))
 
 
-def load_cudnn(verbose: bool = False, *, need_gpu: bool = True):
+def load_cudnn(*, need_gpu: bool = True):
     """Import and return the ``cudnn`` module with a working backend library: the course's one way to get it.
 
     ``need_gpu=False`` (code that only *constructs* graphs, such as the exercise checkers' unit tests): on a
@@ -221,9 +221,11 @@ def load_cudnn(verbose: bool = False, *, need_gpu: bool = True):
     subclass ``CudnnLoadError`` when the chosen file is broken, ``CudnnVersionError`` when the backend is not a
     cuDNN 9 (``MIN_BACKEND``) or two copies are mixed (the cause of ``CUDNN_STATUS_SUBLIBRARY_VERSION_MISMATCH``).
     Checks run once per process; the first also prints one line where torch, cuDNN or the frontend is not the
-    stored run's version (``constraints.txt``).
+    stored run's version (``constraints.txt``). From then on warnings print as ``Category: message``
+    (``compact_warnings``), so a notebook's stored outputs hold no machine's file paths.
     """
     global _verified
+    compact_warnings()
     if not need_gpu:
         import torch
 
@@ -250,8 +252,6 @@ def load_cudnn(verbose: bool = False, *, need_gpu: bool = True):
         _check_backend(cudnn)
         _verified = cudnn
         _say_if_not_the_stored_run(cudnn)
-    if verbose:
-        print(f"cuDNN backend {cudnn.backend_version_string()} from {loaded_library()}")
     return cudnn
 
 

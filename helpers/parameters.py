@@ -1,6 +1,6 @@
 """Every notebook's parameter rules, in one place: ``RULES["05"]`` for notebook 05.
 
-``H.check_parameters("05", globals())``, the cell right after the parameters cell, runs ``check`` on them: one
+``H.check_parameters("05", globals())``, the cell right after the parameters cell, runs ``check_rules`` on them: one
 ``ParameterError`` lists every broken rule, each naming the parameter and what it may be; on success it prints
 nothing. A rule is only as strict as the notebook's code needs: each one guards something that would crash later
 or quietly measure something else. This module only checks; the ``DEEP_DIVES`` switch is ``helpers.deep_dives``'s.
@@ -68,7 +68,7 @@ RUNS_WHY = "each run is timed, for every path at every point, so the notebook wo
 
 
 def benchmark_runs(warmup: str = "WARMUP", iters: str = "ITERS") -> list[Rule]:
-    """H.benchmark and H.gpu_time refuse iters < 1 and warmup < 0; past MAX_RUNS the notebook would not finish."""
+    """H.call_time and H.gpu_time refuse iters < 1 and warmup < 0; past MAX_RUNS the notebook would not finish."""
     return ints(warmup, low=0) + ints(iters) + at_most(MAX_RUNS, RUNS_WHY, warmup, iters)
 
 
@@ -342,7 +342,7 @@ RULES: dict[str, list[Rule]] = {
 }
 
 
-def check(notebook: str, namespace: dict) -> None:
+def check_rules(notebook: str, namespace: dict) -> None:
     """Check notebook ``notebook``'s parameters in ``namespace``: nothing when every rule holds, else one
     ``ParameterError`` listing each broken rule ('; ' between them). A missing parameter is said as such, and a rule
     about a parameter that already broke an earlier rule (its type, say) is skipped, so each problem is said once."""

@@ -16,6 +16,7 @@ The tests hold every figure these helpers draw to those rules (``tests/figure_st
 from __future__ import annotations
 
 import math
+import re
 
 import matplotlib.pyplot as plt
 import pandas as pd
@@ -305,3 +306,179 @@ def plot_sweep(df, *, x: str, y: str = "TFLOP/s", kind: str = "line", ax=None, t
         legend_outside(ax)
     mark_log_axes(ax)
     return ax
+
+
+# ---------------------------------------------------------------- figures that read on the course's website
+# The website shows a figure at most ``SITE_WIDTH_PX`` wide (a phone narrower still): panels are stacked, one
+# under the other, on a page-wide figure whose text stays ``MIN_TEXT_PX`` or more at that width.
+SITE_WIDTH_PX = 700
+MIN_TEXT_PX = 9
+MAX_WIDTH_PX = 1400
+MIN_ASPECT = 0.45          # height / width of the whole image
+PANEL_IN = (7.0, 3.6)      # one panel's width and height, inches
+FIGURE_DPI = 150           # 7 in -> 1,050 px
+FIGURE_STYLE = {"font.size": 11, "axes.titlesize": 11, "axes.labelsize": 11, "xtick.labelsize": 10,
+                "ytick.labelsize": 10, "legend.fontsize": 10}
+LEGEND_BELOW = dict(loc="upper center", bbox_to_anchor=(0.5, -0.22), ncol=3, borderaxespad=0.0)
+
+
+def figure(panels: int = 1):
+    """``(fig, ax)``, or ``(fig, axes)`` for ``panels > 1``: panels stacked top to bottom on a 7-inch-wide figure
+    (1,050 px) in the course's style, so each reads at the website's 700 px and on a phone. When the notebook shows
+    it, the figure is finished (every log axis labelled so) and its alt text written from its own titles and data
+    (``alt_text``)."""
+    if panels < 1:
+        raise ValueError(f"panels must be 1 or more, got {panels}")
+    use_style()
+    with plt.rc_context(FIGURE_STYLE):
+        fig, axes = plt.subplots(panels, 1, figsize=(PANEL_IN[0], PANEL_IN[1] * panels), dpi=FIGURE_DPI,
+                                 layout="constrained", squeeze=False)
+    for ax in axes[:, 0]:
+        for text in (ax.title, ax.xaxis.label, ax.yaxis.label):
+            text.set_fontsize(FIGURE_STYLE["font.size"])
+        ax.tick_params(labelsize=FIGURE_STYLE["xtick.labelsize"])
+    fig._repr_mimebundle_ = lambda include=None, exclude=None: _shown(fig)
+    return (fig, axes[0, 0]) if panels == 1 else (fig, list(axes[:, 0]))
+
+
+def _shown(fig) -> tuple[dict, dict]:
+    """IPython's hook as a figure is displayed: no data of its own (the inline backend draws the PNG), the alt
+    text as the PNG's metadata, which the notebook stores and the website reads."""
+    mark_log_axes(fig)
+    return {}, {"image/png": {"alt": alt_text(fig)}}
+
+
+def legend_below(ax):
+    """The axes' legend under its x label, off the data, in up to three columns (a stacked figure's panels keep
+    their width for the data)."""
+    handles, labels = ax.get_legend_handles_labels()
+    return ax.legend(handles, labels, **{**LEGEND_BELOW, "ncol": min(3, max(1, len(labels)))})
+
+
+def _new_panel(ax):
+    return figure()[1] if ax is None else ax
+
+
+def plot_bars(labels, values, *, ylabel: str, title: str, ax=None, peak: float | None = None):
+    """One bar per path, coloured by its role (the label's first word: "cuDNN …", "torch.compile …"), its value
+    written on it (3 significant digits), an optional dashed ceiling ``peak``; overlapping labels are rotated."""
+    ax = _new_panel(ax)
+    labels, values = [str(label) for label in labels], [float(v) for v in values]
+    bars = ax.bar(labels, values, color=[color_for(label) for label in labels])
+    for bar, value in zip(bars, values):
+        ax.annotate(f"{value:.3g}", (bar.get_x() + bar.get_width() / 2, bar.get_height()), ha="center",
+                    va="bottom", fontsize=FIGURE_STYLE["xtick.labelsize"])
+    _peak_line(ax, peak, "peak", "{:.3g}")
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    fit_tick_labels(ax)
+    return ax
+
+
+def plot_lines(df, *, x: str, y: str, hue: str, ylabel: str, title: str, ax=None, logx: bool = False,
+               logy: bool = False, peak: float | None = None):
+    """One line per ``hue`` group of a long table, the course's own line thick and solid, each rival dashed with
+    its own marker; a point that did not run (NaN, or absent) breaks its line; log axes ticked at the data and
+    labelled so; the legend under the panel."""
+    ax = _new_panel(ax)
+    xs = sorted(df[x].unique())
+    values = df.assign(**{y: pd.to_numeric(df[y], errors="coerce")})
+    table = values.pivot_table(index=x, columns=hue, values=y, aggfunc="mean", sort=False, dropna=False)
+    table = table[[c for c in dict.fromkeys(df[hue]) if c in table.columns]]
+    _lines_on_grid(ax, table, xs, None, logx, logy, legend=False)
+    _peak_line(ax, peak, "peak", "{:.3g}")
+    ax.set_xlabel(x)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    legend_below(ax)
+    mark_log_axes(ax)
+    return ax
+
+
+# ---------------------------------------------------------------- alt text, from the figure itself
+LOWER_IS_BETTER = re.compile(r"\b(ms|µs|us|s|ns|time|latency|seconds|minutes)\b", re.IGNORECASE)
+HIGHER_IS_BETTER = re.compile(r"TFLOP/s|GB/s|TB/s|tokens/s|speed-?up|×|\bx faster|throughput|per second",
+                              re.IGNORECASE)
+
+
+def better(label: str) -> str | None:
+    """``"lower"`` for a time ("ms", "µs per call"), ``"higher"`` for a rate or a speedup, None where the axis
+    label does not say."""
+    if HIGHER_IS_BETTER.search(label):
+        return "higher"
+    if LOWER_IS_BETTER.search(label):
+        return "lower"
+    return None
+
+
+def _bars_of(ax) -> list[tuple[str, float]]:
+    """``(label, height)`` of each bar: a bar series' own label where it has one (grouped bars), else its tick."""
+    found = []
+    ticks = {round(t.get_position()[0], 6): t.get_text() for t in ax.get_xticklabels() if t.get_text()}
+    for container in ax.containers:
+        series = container.get_label()
+        for patch in container.patches:
+            centre = round(patch.get_x() + patch.get_width() / 2, 6)
+            tick = ticks.get(centre, "")
+            name = tick if series.startswith("_") else (f"{series} at {tick}" if tick else series)
+            found.append((name or "a bar", float(patch.get_height())))
+    return found
+
+
+def _lines_of(ax) -> dict[str, tuple[float, float]]:
+    """``{label: (x, y)}``: each named line's point at the largest x where it has a value."""
+    found = {}
+    for line in ax.get_lines():
+        label = line.get_label()
+        if label.startswith("_"):
+            continue
+        xs = [float(v) for v in line.get_xdata()]
+        ys = [float(v) for v in line.get_ydata()]
+        points = [(px, py) for px, py in zip(xs, ys) if math.isfinite(px) and math.isfinite(py)]
+        if points:
+            found[label] = max(points)
+    return found
+
+
+def _lead(named: list[tuple[str, float]], direction: str | None) -> str:
+    """"A leads, 1.3× B" for the best of ``named`` against the runner-up, where the axis says which way is better."""
+    named = [(n, v) for n, v in named if math.isfinite(v) and v > 0]
+    if direction is None or len(named) < 2:
+        return ""
+    ranked = sorted(named, key=lambda nv: nv[1], reverse=direction == "higher")
+    (best, b), (second, s) = ranked[0], ranked[1]
+    if direction == "lower":
+        return f"{best} best, {s / b:.3g}× faster than {second}"
+    return f"{best} best, {b / s:.3g}× {second}"
+
+
+def _panel_alt(ax) -> str:
+    title = ax.get_title() or ax.get_ylabel() or "a panel"
+    ylabel = ax.get_ylabel().replace(" (log scale)", "")
+    direction = better(ylabel)
+    scale = " (log scale)" if ax.get_yscale() == "log" else ""
+    bars = _bars_of(ax)
+    if bars:
+        values = ", ".join(f"{n} {v:.3g}" for n, v in bars[:8]) + (", …" if len(bars) > 8 else "")
+        lead = _lead(bars, direction)
+        return f"Bar chart '{title}', {ylabel}{scale}: {values}" + (f"; {lead}" if lead else "") + "."
+    lines = _lines_of(ax)
+    if lines:
+        at = max(x for x, _ in lines.values())
+        last = [(n, y) for n, (x, y) in lines.items() if x == at]
+        xname = (ax.get_xlabel() or "x").replace(" (log scale)", "")
+        values = ", ".join(f"{n} {y:.3g}" for n, y in last)
+        lead = _lead(last, direction)
+        xscale = " (log scale)" if ax.get_xscale() == "log" else ""
+        return (f"Line chart '{title}', {ylabel}{scale} against {xname}{xscale}, {len(lines)} lines; at {xname} = "
+                f"{plain_number(at)}: {values}" + (f"; {lead}" if lead else "") + ".")
+    return f"'{title}'."
+
+
+def alt_text(fig) -> str:
+    """What the figure shows and its result, in words, read from its titles, labels and data: a sentence per panel
+    ("Bar chart 'conv → bias → ReLU', GPU ms: cuDNN 0.1, torch.compile 0.15; cuDNN best, 1.5× faster than
+    torch.compile.")."""
+    panels = [ax for ax in fig.axes if ax.get_visible() and (ax.get_title() or ax.get_lines() or ax.containers)]
+    head = f"{len(panels)} stacked panels. " if len(panels) > 1 else ""
+    return head + " ".join(_panel_alt(ax) for ax in panels)

@@ -18,12 +18,12 @@ def headless() -> bool:
     return os.environ.get(HEADLESS_ENV, "") not in ("", "0")
 
 
-def progress(items: Iterable[T], desc: str, total: int | None = None) -> Iterator[T]:
+def progress(items: Iterable[T], desc: str) -> Iterator[T]:
     """Iterate ``items`` with a live bar named ``desc``; headless, one line '<desc>: n steps in t s' at the end."""
     if not headless():
         from tqdm import tqdm  # the text bar: tqdm.auto warns in a notebook without ipywidgets
 
-        yield from tqdm(items, desc=desc, total=total, leave=False)
+        yield from tqdm(items, desc=desc, leave=False)
         return
     t0, n = time.perf_counter(), 0
     for n, item in enumerate(items, 1):

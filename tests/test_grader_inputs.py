@@ -128,8 +128,8 @@ def test_the_checkers_plan_timing_is_the_autotune_recipes(monkeypatch):
         ms = medians[graph.last]
         return Timing(ms, ms, ms, 1, [ms], cut_off=ms > kwargs["max_ms"])
 
-    for module in (nb03, autotune):
-        monkeypatch.setattr(module, "benchmark", benchmark)
+    for module, timer in ((nb03, "benchmark"), (autotune, "call_time")):
+        monkeypatch.setattr(module, timer, benchmark)
         monkeypatch.setattr(module, "workspace_for", lambda graph, plan=None: None)
         monkeypatch.setattr(module, "get_handle", lambda: None)
     ours = nb03.time_plans(graph, {}, out, ref)

@@ -106,11 +106,11 @@ def test_rate_helpers():
     assert H.gbps(4e9, 2.0) == pytest.approx(2000.0)
 
 
-def test_benchmark_rejects_bad_arguments_before_needing_a_gpu():
+def test_call_time_rejects_bad_arguments_before_needing_a_gpu():
     with pytest.raises(TypeError, match="callable"):
-        H.benchmark(42)
+        H.call_time(42)
     with pytest.raises(ValueError, match="iters"):
-        H.benchmark(lambda: None, iters=0)
+        H.call_time(lambda: None, iters=0)
 
 
 @pytest.mark.skipif(device.has_gpu(), reason="checks the no-GPU message")
@@ -119,7 +119,7 @@ def test_no_gpu_gives_one_clear_line():
         H.require_gpu()
     assert "\n" not in str(exc.value)
     with pytest.raises(NoGPUError):
-        H.benchmark(lambda: None)
+        H.call_time(lambda: None)
     assert not H.gate("sdpa").ok and "no NVIDIA GPU" in H.gate("sdpa").reason
 
 
@@ -465,19 +465,19 @@ def test_gpu_clocks_on_a_gpu_read_or_say_why_not():
     if not state["reason"]:   # pynvml there and NVML answering
         assert 0 < state["sm_mhz"] <= state["max_sm_mhz"] and all(isinstance(r, str) for r in state["throttle"])
     with H.sample_clocks() as clocks:
-        H.benchmark(lambda: torch.cuda._sleep(1_000_000), warmup=1, iters=20)
+        H.call_time(lambda: torch.cuda._sleep(1_000_000), warmup=1, iters=20)
     assert clocks["samples"] > 0 or clocks["reason"]
 
 
 @requires_gpu
-def test_gpu_benchmark_measures_a_sleep():
-    t = H.benchmark(lambda: torch.cuda._sleep(1_000_000), warmup=1, iters=5)
+def test_gpu_call_time_measures_a_sleep():
+    t = H.call_time(lambda: torch.cuda._sleep(1_000_000), warmup=1, iters=5)
     assert t.median_ms > 0.05 and t.p10_ms <= t.median_ms <= t.p90_ms
 
 
 @requires_gpu
-def test_gpu_benchmark_cuts_off_slow_function():
-    t = H.benchmark(lambda: torch.cuda._sleep(50_000_000), warmup=5, iters=50, max_ms=1.0)
+def test_gpu_call_time_cuts_off_slow_function():
+    t = H.call_time(lambda: torch.cuda._sleep(50_000_000), warmup=5, iters=50, max_ms=1.0)
     assert t.cut_off and t.runs == 1
 
 
@@ -544,7 +544,7 @@ def test_gpu_time_leaves_out_host_overhead_that_per_call_timing_pays():
     # and a run measures ~0 (seen on the H200 under COURSE_GPU=a100/h100 with two suites sharing it):
     # measure again, a few times at most, before calling per-call timing broken.
     for _ in range(3):
-        per_call = H.benchmark(slow_host_fast_gpu, warmup=1, iters=5, flush_l2=False)
+        per_call = H.call_time(slow_host_fast_gpu, warmup=1, iters=5, flush_l2=False)
         if per_call.median_ms > 1.5:
             break
     gpu = H.gpu_time(slow_host_fast_gpu, calls=4, warmup=1, iters=5, flush_l2=False)
@@ -601,7 +601,7 @@ def test_timing_table_builds_every_column_from_the_one_timer_of_each(monkeypatch
         gpu_calls.append((label, kwargs))
         return (float("nan"), "cannot capture") if label == "b" else (fn() / 2, "")
 
-    monkeypatch.setattr(gpu, "benchmark", fake_benchmark)
+    monkeypatch.setattr(gpu, "call_time", fake_benchmark)
     monkeypatch.setattr(gpu, "host_us", lambda fn: 7.0)
     monkeypatch.setattr(gpu, "gpu_ms_or_reason", fake_gpu)
     paths = {"a": lambda: 0.4, "b": lambda: 0.1, "c": lambda: 0.2}
@@ -663,3 +663,16 @@ def test_host_timing_times_back_to_back_calls_after_warmup(monkeypatch):
         H.host_timing(lambda: None, iters=0)
     with pytest.raises(TypeError):
         H.host_timing(42)
+
+
+def test_loading_cudnn_makes_warnings_one_line_without_paths(monkeypatch):
+    """The setup cell's ``H.load_cudnn()`` also does what ``H.compact_warnings()`` did: a warning prints as
+    ``Category: message``, with no machine's file path in a stored output."""
+    import warnings
+
+    from helpers import errors, libcudnn
+
+    monkeypatch.setattr(warnings, "formatwarning", warnings.formatwarning)
+    libcudnn.load_cudnn(need_gpu=False)
+    assert warnings.formatwarning is errors._format_warning
+    assert warnings.formatwarning("slow", UserWarning, "/home/me/x.py", 3) == "UserWarning: slow\n"

@@ -398,8 +398,9 @@ def test_plan_worker_builds_the_first_candidate_that_builds_or_the_saved_plan_by
 
 
 def test_cache_worker_builds_the_mlp_with_h_build_first_or_pinned(monkeypatch):
-    """build_mlp hands the build to H.build (the first candidate that builds, or the pinned configuration) and
-    returns the index H.build selected."""
+    """build_mlp hands the build to helpers.graphs.build (the first candidate that builds, or the pinned
+    configuration) and returns the index it selected."""
+    from helpers.graphs import GraphIO
     from helpers.workers import cache_worker
 
     asked = []
@@ -410,8 +411,8 @@ def test_cache_worker_builds_the_mlp_with_h_build_first_or_pinned(monkeypatch):
         timer.plan = 4
         return timer
 
-    monkeypatch.setattr(H, "build", build)
-    monkeypatch.setattr(H.GraphIO, "check_buffers", lambda self: None)   # meta tensors: nothing was inferred
+    monkeypatch.setattr(cache_worker, "build", build)
+    monkeypatch.setattr(GraphIO, "check_buffers", lambda self: None)   # meta tensors: nothing was inferred
     t = matmul_bias_act.make_tensors(1, 16, 32, 48, dtype=torch.bfloat16, **META)
     graph, io, index = cache_worker.build_mlp(t, dynamic=True, pin=(7, {"k": 1}))
     assert index == 4 and asked == [{"pick": "first", "pin": (7, {"k": 1})}]

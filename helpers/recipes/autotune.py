@@ -15,7 +15,7 @@ from ..errors import first_line
 from ..graphs import workspace_for
 from ..handles import get_handle
 from ..paths import artifacts_dir
-from ..timing.per_call import benchmark
+from ..timing.per_call import call_time
 
 
 def probe_plans(graph) -> dict:
@@ -81,7 +81,7 @@ def time_plans(graph, pack: dict, *, check: Callable | None = None, warmup: int 
             continue
         if verdict is not None:
             row.update(check="PASS" if verdict.ok else "FAIL", rel_err=verdict.rel_err)
-        timing = benchmark(run, warmup=warmup, iters=iters, flush_l2=True, max_ms=max_ms)
+        timing = call_time(run, warmup=warmup, iters=iters, flush_l2=True, max_ms=max_ms)
         row.update(result="cut off" if timing.cut_off else "timed", median_ms=timing.median_ms,
                    spread_pct=100 * timing.spread if not timing.cut_off else float("nan"))
     table = pd.DataFrame.from_dict(rows, orient="index").rename_axis("plan")

@@ -1,6 +1,6 @@
 """GPU time without the host: what a call costs the GPU once Python dispatch is out of the way.
 
-``H.benchmark`` times each call with events around it, so it sees the host's dispatch wherever that is slower
+``call_time`` (``H.call_time``) times each call with events around it, so it sees the host's dispatch wherever that is slower
 than the kernels: on a small shape a path with a heavy Python wrapper (``torch.compile``'s guards, the frontend's
 ``execute``) looks slower than its kernels are. ``gpu_time`` captures the calls in a CUDA graph and times the
 replays: the kernels run back to back, with no Python between them. Report both: per-call time is what a Python
@@ -20,7 +20,7 @@ from ..device import require_gpu
 from ..errors import CourseError, first_line
 from ..handles import get_handle
 from .host import host_us
-from .per_call import Timing, benchmark, check_timer_args
+from .per_call import Timing, call_time, check_timer_args
 
 
 class NotCapturable(CourseError):
@@ -63,7 +63,7 @@ def gpu_time(fn: Callable[[], object], *, calls: int = 1, warmup: int = 3, iters
     if any("CUDA Graph is empty" in str(w.message) for w in caught):
         raise NotCapturable("the capture recorded no GPU work: fn launches on another stream "
                             "(a cuDNN handle bound elsewhere?)")
-    replays = benchmark(graph.replay, warmup=1, iters=iters, flush_l2=flush_l2)
+    replays = call_time(graph.replay, warmup=1, iters=iters, flush_l2=flush_l2)
     del graph
     return Timing(replays.median_ms / calls, replays.p10_ms / calls, replays.p90_ms / calls, iters,
                   [t / calls for t in replays.times_ms])
@@ -93,13 +93,13 @@ def timing_table(paths: dict, *, baseline: str | None = None, gpu=(), host: bool
                  gpu_iters: int = 20):
     """pandas table, one row per ``{label: fn}`` of ``paths``, in µs:
 
-    ``µs per call`` (``benchmark``'s median), ``GPU µs`` for the labels in ``gpu`` (``gpu_ms_or_reason`` with
+    ``µs per call`` (``call_time``'s median), ``GPU µs`` for the labels in ``gpu`` (``gpu_ms_or_reason`` with
     ``gpu_iters`` replays: NaN elsewhere, and where a path cannot be captured, the reason printed), ``host µs per
     call`` with ``host`` (``host_us``), ``µs per <per[0]>`` (the call's time over ``per[1]``), ``speedup vs
     <baseline>`` (the baseline's time over the row's) and ``spread``."""
     import pandas as pd
 
-    per_call = {label: benchmark(fn, warmup=warmup, iters=iters, flush_l2=flush_l2) for label, fn in paths.items()}
+    per_call = {label: call_time(fn, warmup=warmup, iters=iters, flush_l2=flush_l2) for label, fn in paths.items()}
     us = {label: t.median_ms * 1e3 for label, t in per_call.items()}
     table = {"µs per call": us}
     if gpu:

@@ -6,7 +6,7 @@ import functools
 import torch
 
 from ..device import dtype_name, require_gpu
-from .per_call import benchmark
+from .per_call import call_time
 
 
 def tflops(flops: float, ms: float) -> float:
@@ -25,7 +25,7 @@ def measured_peak_tflops(dtype: torch.dtype = torch.bfloat16, n: int = 8192) -> 
     require_gpu()
     a = torch.randn(n, n, device="cuda", dtype=dtype)
     b = torch.randn(n, n, device="cuda", dtype=dtype)
-    t = benchmark(lambda: a @ b, warmup=3, iters=10, flush_l2=False)
+    t = call_time(lambda: a @ b, warmup=3, iters=10, flush_l2=False)
     del a, b
     return 2 * n**3 / (t.median_ms * 1e-3) / 1e12
 
@@ -36,7 +36,7 @@ def measured_bandwidth_gbps(nbytes: int = 2 * 2**30) -> float:
     require_gpu()
     src = torch.empty(nbytes, dtype=torch.uint8, device="cuda")
     dst = torch.empty_like(src)
-    t = benchmark(lambda: dst.copy_(src), warmup=3, iters=10, flush_l2=False)
+    t = call_time(lambda: dst.copy_(src), warmup=3, iters=10, flush_l2=False)
     del src, dst
     return 2 * nbytes / (t.median_ms * 1e-3) / 1e9
 

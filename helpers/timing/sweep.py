@@ -5,9 +5,9 @@ parameter grid, timed the same way, returned as one tidy table (a row per point 
         graph = ...
         return {"cuDNN graph": lambda: graph.execute(...), "torch flash": ...}
 
-    df = H.perf_sweep([dict(S=s, d=128) for s in (1024, 4096)], paths,
-                      flops=lambda S, d: 4 * S * S * d, peak=H.peak_tflops(torch.bfloat16))
-    H.plot_sweep(df, x="S", y="TFLOP/s", logx=True)
+    df = perf_sweep([dict(S=s, d=128) for s in (1024, 4096)], paths,
+                    flops=lambda S, d: 4 * S * S * d, peak=peak_tflops(torch.bfloat16))
+    H.plot_lines(df, x="S", y="TFLOP/s", hue="path", ylabel="TFLOP/s", title="...", logx=True)
 
 A path that cannot run at a point is a row too, with the reason in ``status``: ``paths`` may
 map it to a string instead of a function, and a path whose first (untimed) call raises is
@@ -22,7 +22,7 @@ from typing import Callable, Iterable
 import torch
 
 from ..errors import first_line
-from .per_call import benchmark
+from .per_call import call_time
 from .rates import gbps, tflops
 
 COLUMNS = ["path", "status", "ms", "p10 ms", "p90 ms", "spread", "TFLOP/s", "% of peak", "GB/s", "peak MiB"]
@@ -69,7 +69,7 @@ def perf_sweep(points: list[dict] | dict, paths: Callable[..., dict], *, flops: 
     ``paths(**point)`` returns ``{label: fn}``; a value may also be ``(fn, memory_fn)`` (memory is
     measured on ``memory_fn``, e.g. one that allocates fresh outputs) or a string (the path does not
     run at this point; the string is its status). ``flops``/``nbytes`` (functions of the point) give
-    TFLOP/s and GB/s; ``peak`` (TFLOP/s) gives '% of peak'. Timing is ``H.benchmark`` with
+    TFLOP/s and GB/s; ``peak`` (TFLOP/s) gives '% of peak'. Timing is ``call_time`` with
     ``warmup``/``iters``/``flush_l2``/``max_ms``; ``memory=True`` adds the peak extra MiB of one call.
     """
     import pandas as pd
@@ -103,7 +103,7 @@ def perf_sweep(points: list[dict] | dict, paths: Callable[..., dict], *, flops: 
                 continue
             if memory:
                 row["peak MiB"] = peak_extra_mib(memory_fn)
-            t = benchmark(fn, warmup=warmup, iters=iters, flush_l2=flush_l2, max_ms=max_ms)
+            t = call_time(fn, warmup=warmup, iters=iters, flush_l2=flush_l2, max_ms=max_ms)
             row.update({"status": "cut off" if t.cut_off else "ok", "ms": t.median_ms, "p10 ms": t.p10_ms,
                         "p90 ms": t.p90_ms, "spread": t.spread})
             if work is not None:

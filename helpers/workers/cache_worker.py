@@ -12,12 +12,12 @@ runtime compiler is *not* warmed up, so a cold build pays its start-up, as a res
 - ``static``: an ordinary build per token count (no kernel cache, no dynamic shapes);
 - ``heuristics``: dynamic shapes and one kernel cache; the heuristics choose the configuration per token count;
 - ``pinned``: dynamic shapes and one kernel cache; the first token count's configuration (engine and knobs) is
-  replayed for the others (``H.build(pin=...)``: ``create_execution_plan``; the heuristics step in where it is
+  replayed for the others (``build(pin=...)``: ``create_execution_plan``; the heuristics step in where it is
   refused).
 
 Both the libraries and the runtime compiler are warmed up first (a static and a dynamic conv build: another
 topology, so no MLP kernel is compiled ahead), so every mode's first build is a compile, not a start-up. After
-all builds, each graph is timed per call (``H.benchmark``) and on the GPU alone (``H.gpu_ms_or_reason``), then
+all builds, each graph is timed per call (``H.call_time``) and on the GPU alone (``gpu_ms_or_reason``), then
 checked against PyTorch.
 
 Prints one line, ``RESULT {json}``. conv: build_ms (the measured build), load_ms (reading and loading the cache
@@ -33,6 +33,8 @@ import time
 import torch
 
 import helpers as H
+from helpers.graphs import build
+from helpers.timing.gpu import gpu_ms_or_reason
 from helpers.recipes import conv_bias_relu, matmul_bias_act
 
 MLP_MODES = ("static", "heuristics", "pinned")
@@ -48,7 +50,7 @@ def first_build(batch: int, c: int, k: int, hw: int, rs: int, cache_path: str | 
     pad = rs // 2
     t0 = time.perf_counter()
     warm = conv_bias_relu.make_tensors(2, c, hw, k, rs, pad, dtype=dtype)
-    H.build(conv_bias_relu.graph(warm, padding=pad)[0])        # untimed library warm-up, static, no cache
+    build(conv_bias_relu.graph(warm, padding=pad)[0])        # untimed library warm-up, static, no cache
     warmup_ms = _ms_since(t0)
     cudnn = H.load_cudnn()
     cache = cudnn.create_kernel_cache()
@@ -62,7 +64,7 @@ def first_build(batch: int, c: int, k: int, hw: int, rs: int, cache_path: str | 
     torch.cuda.synchronize()
     t0 = time.perf_counter()
     graph, io = conv_bias_relu.graph(t, padding=pad, kernel_cache=cache, is_dynamic_shape_enabled=True)
-    H.build(graph)                                             # the measured build
+    build(graph)                                             # the measured build
     build_ms = _ms_since(t0)
     H.poison_(t["y"])
     graph.execute(io.pack(), H.workspace_for(graph), handle=H.get_handle())
@@ -74,10 +76,10 @@ def first_build(batch: int, c: int, k: int, hw: int, rs: int, cache_path: str | 
 
 def build_mlp(t: dict, *, cache=None, dynamic: bool = False, pin=None):
     """gelu(x @ w + b) for the tensors ``t``, built: ``(graph, io, plan index)``, as notebook 07's ``mlp_graph`` and
-    ``build_plan`` build it: ``H.build(pick="first")`` builds the heuristics' first candidate that builds; with
-    ``pin=(engine_id, knobs)``, ``H.build(pin=pin)`` builds exactly that configuration."""
+    ``build_plan`` build it: ``build(pick="first")`` builds the heuristics' first candidate that builds; with
+    ``pin=(engine_id, knobs)``, ``build(pin=pin)`` builds exactly that configuration."""
     graph, io = matmul_bias_act.graph(t, kernel_cache=cache, is_dynamic_shape_enabled=dynamic)
-    index = H.build(graph, pick="first", pin=pin).plan       # compiles the kernel, or finds it in the cache
+    index = build(graph, pick="first", pin=pin).plan       # compiles the kernel, or finds it in the cache
     io.check_buffers()
     return graph, io, index
 
@@ -86,8 +88,8 @@ def _warm_up(dtype: torch.dtype) -> float:
     """Libraries and the runtime compiler, on a conv (another topology): a static and a dynamic build, untimed."""
     t0 = time.perf_counter()
     warm = conv_bias_relu.make_tensors(2, 16, 8, 16, dtype=dtype)
-    H.build(conv_bias_relu.graph(warm)[0])
-    H.build(conv_bias_relu.graph(warm, is_dynamic_shape_enabled=True)[0])
+    build(conv_bias_relu.graph(warm)[0])
+    build(conv_bias_relu.graph(warm, is_dynamic_shape_enabled=True)[0])
     return _ms_since(t0)
 
 
@@ -127,8 +129,8 @@ def mlp_sweep(mode: str, tokens: list[int], hidden: int, ffn: int, *, warmup: in
         def run(graph=graph, pack=pack, workspace=workspace):
             graph.execute(pack, workspace, handle=handle)
 
-        row["call_ms"] = H.benchmark(run, warmup=warmup, iters=iters).median_ms
-        gpu_ms, no_capture = H.gpu_ms_or_reason(run, iters=iters)
+        row["call_ms"] = H.call_time(run, warmup=warmup, iters=iters).median_ms
+        gpu_ms, no_capture = gpu_ms_or_reason(run, iters=iters)
         row["gpu_ms"] = None if no_capture else gpu_ms       # JSON null where the calls cannot be captured
         t = io.buffers
         H.poison_(t["y"])

@@ -23,6 +23,7 @@ from pathlib import Path  # noqa: E402
 import torch  # noqa: E402
 
 import helpers as H  # noqa: E402
+from helpers.graphs import GraphIO, build  # noqa: E402
 from helpers.recipes import conv_bias_relu, sdpa  # noqa: E402
 from helpers.recipes import new_graph  # noqa: E402
 
@@ -51,7 +52,7 @@ def make_inputs(spec: dict, dtype: torch.dtype, seed: int = 0) -> dict:
 def matmul_graph(t: dict, handle=None):
     """A plain batched matmul C = A @ B."""
     graph = new_graph(t["a"].dtype, handle)
-    io = H.GraphIO(graph, dtype=t["a"].dtype)
+    io = GraphIO(graph, dtype=t["a"].dtype)
     io.output("c", graph.matmul(A=io.input("a", t["a"]), B=io.input("b", t["b"]), name="matmul"), t["c"])
     return graph, io
 
@@ -75,7 +76,7 @@ def build_plan(graph, spec: dict) -> int:
     """Build ``graph``; the selected plan's index. Without ``spec["plan_name"]`` the heuristics' first choice
     that builds (the plan ``build_plans`` selects); with it, that plan, found by name among the candidates of
     ``spec["heuristic_modes"]`` (notebook 03's saved choice)."""
-    return H.build(graph, heuristics=spec.get("heuristic_modes"), pick=spec.get("plan_name") or "first").plan
+    return build(graph, heuristics=spec.get("heuristic_modes"), pick=spec.get("plan_name") or "first").plan
 
 
 def behavior_notes(graph) -> list[str]:
@@ -91,9 +92,9 @@ def warm_up(dtype: torch.dtype) -> None:
     a = torch.randn(8, 8, 8, device="cuda", dtype=dtype)
     out = torch.empty_like(a)
     graph = new_graph(dtype)
-    io = H.GraphIO(graph, dtype=dtype)
+    io = GraphIO(graph, dtype=dtype)
     io.output("out", graph.relu(input=io.input("a", a), name="relu"), out)
-    H.build(graph)
+    build(graph)
     graph.execute(io.pack(), H.workspace_for(graph), handle=H.get_handle())
     again = cudnn.pygraph(handle=H.get_handle())
     again.deserialize(H.get_handle(), graph.serialize(as_bytes=True))

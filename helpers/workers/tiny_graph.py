@@ -9,6 +9,7 @@ used cuDNN cannot switch logging on for itself: it starts this process with them
 import torch
 
 import helpers as H
+from helpers.graphs import GraphIO, build
 
 
 def main() -> None:
@@ -16,9 +17,9 @@ def main() -> None:
     x = torch.randn(1, 64, 64, device="cuda", dtype=torch.float16)
     y = torch.empty_like(x)
     graph = cudnn.pygraph(io_data_type=torch.float16, compute_data_type=torch.float32, handle=H.get_handle())
-    io = H.GraphIO(graph)
+    io = GraphIO(graph)
     io.output("Y", graph.relu(io.input("X", x), name="relu"), y)
-    H.build(graph)
+    build(graph)
     graph.execute(io.pack(), H.workspace_for(graph), handle=H.get_handle())
     torch.cuda.synchronize()
     print("tiny graph built and run")
