@@ -333,7 +333,7 @@ def stream_slip(run: GraphRun, want: int, *, current: int | None = None, want_na
     if run.stream is None or run.stream == want:
         return None
     which = "an earlier launch of your graph" if first else "the graph"
-    if run.stream_attribute == want:
+    if getattr(run, "stream_attribute", None) == want:
         return (f"{which} ran on stream {run.stream}, not on {want_name}: the handle's `stream` attribute says "
                 f"{want_name}, but cuDNN's handle was never bound to it — call cudnn.set_stream(handle, "
                 f"stream.cuda_stream) (or H.get_handle() inside `with torch.cuda.stream(stream):`); assigning the "
@@ -341,13 +341,14 @@ def stream_slip(run: GraphRun, want: int, *, current: int | None = None, want_na
     if current is not None and run.stream == current:
         return (f"{which} ran on the current stream, not on {want_name}: bind the handle to {want_name} before "
                 f"execute (H.get_handle() inside `with torch.cuda.stream(stream):`, or cudnn.set_stream)")
-    return f"{which} ran on stream {run.stream}, not on {want_name}: bind the handle to {want_name} before execute"
+    return (f"{which} ran on stream {run.stream}, not on {want_name}: work launched there is not ordered after what "
+            f"is queued on {want_name} — bind the handle to {want_name} before execute")
 
 
 def require_on_stream(runs, want: int, *, current: int | None = None, want_name: str = "`stream`") -> None:
     """``Wrong`` in one line unless every execute in ``runs`` (not captured) launched on ``want``: the first that did
     not names the slip (an attribute assigned instead of ``cudnn.set_stream``, the current stream, another)."""
-    launched = [run for run in runs if not run.captured]
+    launched = [run for run in runs if not getattr(run, "captured", False)]
     for i, run in enumerate(launched):
         slip = stream_slip(run, want, current=current, want_name=want_name,
                            first=i < len(launched) - 1 and launched[-1].stream == want)
@@ -486,12 +487,14 @@ def _workspace(run: GraphRun, device):
     return torch.empty(max(int(size), 1), dtype=torch.uint8, device=device)
 
 
-def rerun(runs, inputs: dict, outputs: dict, *, fresh=None, handle=None, generator=None) -> Rerun:
+def rerun(runs, inputs: dict, outputs: dict, *, fresh=None, blank=None, handle=None, generator=None) -> Rerun:
     """Execute the graphs of ``runs`` again, in order (a writer, or ``GraphRuns.feeding``'s chain), with the
     answer's Python code out of the loop: each UID a run bound is bound to a new buffer —
     - one of the checker's ``inputs`` (name -> the tensor the answer was given): ``fresh(name, old)`` (default
       ``permuted``: new values, new address);
-    - one of its ``outputs`` (name -> tensor) or any other output of the graph: a NaN-filled buffer like it;
+    - one of its ``outputs`` (name -> tensor) or any other output of the graph: ``blank(name, old)`` (name None for
+      an output the checker did not name; default a NaN-filled buffer like it — an AMAX that engines combine with
+      an atomic max wants zeros);
     - a buffer an earlier run of the chain wrote: the new one that run wrote;
     - anything else (the answer's own tensors: a constant, a copy taken at build time, a result computed outside
       the graph): a clone, same values at a new address (listed in ``Rerun.foreign``).
@@ -500,6 +503,7 @@ def rerun(runs, inputs: dict, outputs: dict, *, fresh=None, handle=None, generat
     the current stream). Returns the ``Rerun``; the outputs are ready on the current stream."""
     generator = generator if generator is not None else torch.Generator().manual_seed(50)   # a CPU generator
     fresh = fresh or (lambda name, old: permuted(old, generator))
+    blank = blank or (lambda name, old: _blank_like(old))
     new_inputs, new_outputs, foreign, packs, written = {}, {}, [], [], []   # written: (old buffer, new buffer)
     device = None
     for run in runs:
@@ -516,7 +520,7 @@ def rerun(runs, inputs: dict, outputs: dict, *, fresh=None, handle=None, generat
                 raise Wrong(f"the checker could not run your graph again: UID {uid} is bound to a raw pointer, not a "
                             f"tensor — bind torch tensors in the variant pack")
             if is_output:
-                new = _blank_like(outputs[named_out] if named_out else old)
+                new = blank(named_out, outputs[named_out] if named_out else old)
                 if named_out:
                     new_outputs[named_out] = new
                 written.append((old, new))
@@ -562,7 +566,7 @@ def course_handle():
     return handle
 
 
-def regrade(runs, inputs: dict, outputs: dict, reference, *, fresh=None, generator=None, tol=None,
+def regrade(runs, inputs: dict, outputs: dict, reference, *, fresh=None, blank=None, generator=None, tol=None,
             how: str = "") -> dict:
     """``rerun`` ``runs`` on fresh inputs, then compare each named output with ``reference(**new inputs)`` (name ->
     expected; the checker's function, called only now, after the answer returned). Returns ``{name: rel err}``, or
@@ -571,7 +575,7 @@ def regrade(runs, inputs: dict, outputs: dict, reference, *, fresh=None, generat
     from . import agrees
 
     tail = f" — {how}" if how else ""
-    done = rerun(runs, inputs, outputs, fresh=fresh, generator=generator)
+    done = rerun(runs, inputs, outputs, fresh=fresh, blank=blank, generator=generator)
     expected = reference(**done.inputs)
     changed = ", ".join(done.inputs) or "its inputs"
     errors = {}

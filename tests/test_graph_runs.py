@@ -330,3 +330,21 @@ def test_a_stream_order_ignores_launches_on_the_callers_stream_and_captured_ones
     order.executed(GraphRun(None, stream=9, captured=True))
     order.executed(GraphRun(None, stream=None))
     assert order.held == [] and order.unordered() == []
+
+
+def test_an_output_can_start_from_the_checkers_own_blank():
+    """An AMAX reduced with an atomic max must start at 0, not NaN: ``blank`` makes each output's new buffer."""
+    g = StandInGraph(lambda x: {"y": 2 * x, "amax": torch.maximum(torch.zeros(1), (2 * x).abs().max().reshape(1))},
+                     {"x": 1}, {"y": 2, "amax": 3})
+    x, y, amax = torch.randn(6), torch.empty(6), torch.zeros(1)
+    with recording(**WATCH) as runs:
+        g.execute({1: x, 2: y, 3: amax})
+    seen = []
+
+    def blank(name, old):
+        seen.append(name)
+        return torch.zeros_like(old) if name == "amax" else torch.full_like(old, float("nan"))
+
+    errors = regrade(runs.feeding(y), {"x": x}, {"y": y, "amax": amax},
+                     lambda x: {"y": 2 * x, "amax": (2 * x).abs().max().reshape(1)}, blank=blank)
+    assert sorted(seen) == ["amax", "y"] and set(errors) == {"y", "amax"}
