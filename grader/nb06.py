@@ -16,6 +16,7 @@ from helpers.graphs import build, workspace_for
 from helpers.handles import get_handle
 from helpers.libcudnn import load_cudnn
 from . import NotDone, Wrong, agrees, checker, grading_setup, inputs
+from .graph_runs import StreamOrder
 from .provenance import tracing
 
 UIDS = {"a": 11, "b": 12, "c": 13}   # the exercise's contract: the reloading side knows only these
@@ -101,9 +102,12 @@ def check_round_trip(answer) -> str:
     feeds the graph it returned by UID too — each time with new data, poisoned output, vs torch."""
     cudnn = load_cudnn(need_gpu=False)
     t = _operands(seed=1)
-    with tracing(dict(a=t["a"], b=t["b"]), snapshot=True) as trace, trace.answer():
+    order = StreamOrder() if t["a"].is_cuda else None   # the caller's stream: torch's current one now
+    with tracing(dict(a=t["a"], b=t["b"]), snapshot=True, order=order) as trace, trace.answer():
         result = answer(t["a"], t["b"], t["c"])
     blob, reloaded = _returned(result)
+    if order is not None:
+        order.require_ordered("c", how="or execute on the current stream")   # waits for the caller's stream only
     first = _verdict(t)
     if not first.ok:
         raise Wrong(_blame(first, "after your run") + "; execute the reloaded graph with {uid: tensor}")

@@ -19,7 +19,7 @@ from helpers.graphs import build, workspace_for
 from helpers.handles import get_handle
 from . import NotDone, Wrong, agrees, checker, inputs, internals, on_gpu
 from .contracts import require_contract
-from .graph_runs import distinct, regrade
+from .graph_runs import StreamOrder, distinct, regrade
 from .provenance import tracing
 
 PROJECTION_SHAPES = [(2, 16), (3, 40), (1, 24)]   # (B, S): batch and sequence length change together
@@ -143,7 +143,8 @@ def check_build_projection(build_projection):
     before = _serialized(cache)
     passed, errors, readable = [], [], True
     calls = [(f"B×S = {b}×{s}", b, s) for b, s in PROJECTION_SHAPES]
-    calls.append((f"B×S = {PROJECTION_REPEAT[0]}×{PROJECTION_REPEAT[1]} again (new x, w, b and y)", *PROJECTION_REPEAT))
+    again = f"B×S = {PROJECTION_REPEAT[0]}×{PROJECTION_REPEAT[1]} again (new x, w, b and y)"
+    calls.append((again, *PROJECTION_REPEAT))
     for where, batch, seq in calls:
         t = _projection_tensors(gen, batch, seq, dtype)
         x, w, b, y = (t[name] for name in "xwby")
@@ -259,7 +260,8 @@ def check_serve(serve):
     w, b = fixed["w"], fixed["b"]
     gen = torch.Generator(device="cuda").manual_seed(12)
     cache, graphs, seen, kept, returned, xs = cudnn.create_kernel_cache(), {}, [], {}, [], []
-    with tracing(dict(w=w, b=b), snapshot=True) as trace:
+    order = StreamOrder()   # the caller's stream: torch's current one now
+    with tracing(dict(w=w, b=b), snapshot=True, order=order) as trace:
         for i, batch in enumerate(SERVE_BATCHES, 1):
             what = f"request {i} (batch {batch}{', a shape seen before' if batch in seen else ''})"
             before = {}
@@ -275,6 +277,7 @@ def check_serve(serve):
                 raise NotDone("not done yet — serve returns nothing; return y")
             try:
                 require_output(y, x, w, b, [(earlier, out) for earlier, out, _ in returned])
+                order.require_ordered("y", how="or execute on the current stream")   # the caller's stream only
             except Wrong as exc:
                 raise Wrong(f"{what}: {exc}") from None
             torch.cuda.synchronize()

@@ -219,7 +219,8 @@ def check_capture_two(capture_two):
                 recorded.replay()
                 torch.cuda.synchronize()
             except RuntimeError as exc:
-                raise Wrong(f"replaying the returned graph failed — was it captured? ({str(exc).splitlines()[0][:80]})")
+                raise Wrong(f"replaying the returned graph failed — was it captured? "
+                            f"({str(exc).splitlines()[0][:80]})")
             h_ref, y_ref = mlp_reference(mlp, x_new)
             verdict = capture_verdict(empty=empty, h=h, h_ref=h_ref, y=y, y_ref=y_ref, h_stale=h_stale)
             replayed.append(verdict)
@@ -458,7 +459,8 @@ def check_swap_weights(swap_weights):
         w_second = _randn(layer.gen, *w_old.shape, scale=SWAP_HIDDEN ** -0.5, dtype=layer.dtype)
         latest = _swapped(swap_weights(layer, w_second), cudart)
         again = _launch(cudart, latest, y)
-        second_swap_verdict(again, ref_second=_layer_reference(x, w_second, b), ref_first=_layer_reference(x, w_newer, b))
+        second_swap_verdict(again, ref_second=_layer_reference(x, w_second, b),
+                            ref_first=_layer_reference(x, w_newer, b))
         return message
     finally:
         cudart.cudaGraphExecDestroy(latest)   # the answer's executable graph (the layer's, or a new one)

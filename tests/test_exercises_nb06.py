@@ -202,6 +202,14 @@ def reload_into_scratch_torch_in_a_thread(a, b, c):
     return blob, fresh
 
 
+def round_trip_on_a_side_stream_never_joined(a, b, c):
+    """Streams: the reload executes on a side stream the caller's stream never waits for."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        return X.solution("06.round_trip")(a, b, c)
+
+
 def _memoizing_round_trip():
     kept = []
 
@@ -233,10 +241,14 @@ def _memoizing_load_or_build():
      "✗ 06.round_trip: c changed after your cuDNN graph wrote it"),
     ("06.round_trip", lambda: reload_into_scratch_torch_in_a_thread,
      "✗ 06.round_trip: c was not written by a cuDNN graph: nothing your code ran wrote it"),
+    ("06.round_trip", lambda: round_trip_on_a_side_stream_never_joined,
+     "✗ 06.round_trip: your graph ran on a side stream (stream "),
     ("06.round_trip", _memoizing_round_trip,
      "✗ 06.round_trip: called again with other tensors (a [1, 96, 48], b [1, 48, 64]): c was never written"),
-    ("06.load_or_build", _memoizing_load_or_build, "✗ 06.load_or_build: it loaded an entry made on another GPU model"),
-], ids=["relu_plan_patched_in_a_thread", "reload_into_scratch_torch_in_a_thread", "round_trip_reusing_its_first_plan",
+    ("06.load_or_build", _memoizing_load_or_build,
+     "✗ 06.load_or_build: it loaded an entry made on another GPU model"),
+], ids=["relu_plan_patched_in_a_thread", "reload_into_scratch_torch_in_a_thread",
+        "round_trip_on_a_side_stream_never_joined", "round_trip_reusing_its_first_plan",
         "load_or_build_keeping_its_first_graph"])
 def test_gpu_a_wrong_answer_of_each_class_is_rejected(capsys, key, make, expected):
     verdict = H.exercise(key, make())

@@ -106,7 +106,8 @@ def _serve_tensors(batch=2, dtype=torch.bfloat16):
     x = torch.randn(batch, nb07.SERVE_C, nb07.SERVE_HW, nb07.SERVE_HW).to(dtype).to(memory_format=torch.channels_last)
     w = torch.randn(nb07.SERVE_K, nb07.SERVE_C, 3, 3).to(dtype).to(memory_format=torch.channels_last)
     b = torch.randn(1, nb07.SERVE_K, 1, 1).to(dtype)
-    y = torch.empty(batch, nb07.SERVE_K, nb07.SERVE_HW, nb07.SERVE_HW, dtype=dtype).to(memory_format=torch.channels_last)
+    y = torch.empty(batch, nb07.SERVE_K, nb07.SERVE_HW, nb07.SERVE_HW, dtype=dtype)
+    y = y.to(memory_format=torch.channels_last)
     return x, w, b, y
 
 
@@ -457,6 +458,14 @@ def serve_by_torch_in_a_thread(x, w, b, graphs, cache):
     return y
 
 
+def serve_on_a_side_stream_never_joined(x, w, b, graphs, cache):
+    """Streams: the graph executes on a side stream the caller's stream never waits for."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        return X.solution("07.serve")(x, w, b, graphs, cache)
+
+
 def _restore_memoized():
     kept = []
 
@@ -492,6 +501,8 @@ CLASSES = [
      "request 1 (batch 2): y has strides (1024, 64, 8, 1), want (1024, 1, 128, 16)"),
     ("07.serve", serve_by_torch_in_a_thread,
      "request 1 (batch 2): y was not written by a cuDNN graph: nothing your code ran wrote it"),
+    ("07.serve", serve_on_a_side_stream_never_joined,
+     "request 1 (batch 2): your graph ran on a side stream (stream "),
     ("07.restore_cache", restore_keeps_its_first_cache,
      "called again with another saved text, restore_cache returned the cache of its first call"),
 ]
