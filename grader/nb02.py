@@ -193,7 +193,8 @@ def private_copy(t: dict, out: str) -> dict:
     return {name: value.clone() for name, value in t.items() if name != out}
 
 
-def _listed(names) -> str:
+def listed(names) -> str:
+    """``a``, ``a and b``, ``a, b and c``."""
     names = list(names)
     return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
 
@@ -214,15 +215,16 @@ def stale_inputs(out, now: dict, first: dict, inputs: tuple, references) -> tupl
     return None
 
 
-def stale_message(out: str, stale: tuple, inputs: tuple) -> str:
-    """The one line for a second call that still read the first call's ``stale`` inputs."""
+def stale_message(out: str, stale: tuple, inputs: tuple, verb: str = "wrote") -> str:
+    """The one line for a second call that still read the first call's ``stale`` inputs (``verb``: what the function
+    did with ``out``, "wrote" or "returned")."""
     if set(stale) == set(inputs):
-        return (f"called a second time with new {_listed(inputs)}, your function wrote the first call's {out} again: "
+        return (f"called a second time with new {listed(inputs)}, your function {verb} the first call's {out} again: "
                 f"it still reads the first call's inputs (a graph or copies kept from the first call) — bind the "
                 f"tensors of each call in the variant pack")
     followed = [name for name in inputs if name not in stale]
-    return (f"called a second time with new {_listed(inputs)}, your {out} followed the new {_listed(followed)} but "
-            f"not the new {_listed(stale)}: it still reads the first call's {_listed(stale)} (kept from the first "
+    return (f"called a second time with new {listed(inputs)}, your {out} followed the new {listed(followed)} but "
+            f"not the new {listed(stale)}: it still reads the first call's {listed(stale)} (kept from the first "
             f"call) — bind every tensor of each call in the variant pack")
 
 
@@ -246,7 +248,7 @@ def rerun_why(done) -> str:
                 "inputs: a result computed outside the graph (on the host, in another thread), or a copy of an "
                 "input, does not count")
     if done.unread:
-        return f"it does not read the {_listed(done.unread)} it was given"
+        return f"it does not read the {listed(done.unread)} it was given"
     return ("work done after the graph ran (on the host, in another thread, by torch) does not count: do all of it "
             "inside the graph")
 
@@ -265,7 +267,7 @@ def graph_again(trace, key: str, t: dict, names: tuple, out: str, references, re
     done = rerun(runs, given, {out: t[out]}, fresh=lambda name, old: own[name])
     if device == "cuda":
         settle()
-    changed = _listed(given)
+    changed = listed(given)
     try:
         return grade_fused(key, done.outputs[out], dict(done.inputs), references, grade_with)
     except Wrong as exc:
@@ -294,7 +296,7 @@ def _second_call(answer, key: str, names: tuple, out: str, first: dict, referenc
         try:
             grade_fused(key, second[out], kept, references, grade_with)
         except Wrong as exc:
-            raise Wrong(f"on a second call with new {_listed(inputs)}: {exc}") from None
+            raise Wrong(f"on a second call with new {listed(inputs)}: {exc}") from None
     return launched
 
 
