@@ -416,11 +416,12 @@ def scaled_relu_again(trace, t: dict, alpha: float) -> None:
     runs = trace.runs.feeding(t["y"])
     writer = runs[-1]
     given = {name: t[name] for name in ("a", "b", "bias")}
-    scalars = writer.scalars()
-    alpha_uid = next(uid for uid, value in scalars.items() if math.isclose(value, alpha, rel_tol=1e-6))
-    given["alpha"] = writer.buffers[alpha_uid]
+    alpha_uid = next((uid for uid, value in writer.scalars().items() if math.isclose(value, alpha, rel_tol=1e-6)),
+                     None)
     own = relu_inputs(dtype=t["a"].dtype, device=t["a"].device.type, seed=AGAIN_SEED)
-    own["alpha"] = torch.full(tuple(given["alpha"].shape), AGAIN_ALPHA, dtype=given["alpha"].dtype)
+    if alpha_uid is not None:   # alpha_by_value found it; the graph runs again with another
+        given["alpha"] = writer.buffers[alpha_uid]
+        own["alpha"] = torch.full(tuple(given["alpha"].shape), AGAIN_ALPHA, dtype=given["alpha"].dtype)
     done = rerun(runs, given, dict(y=t["y"]), fresh=lambda name, old: own[name])
     _sync(t["a"].device.type)
     try:
@@ -534,20 +535,22 @@ def check_fp8_matmul_amax(answer) -> str:
 
 
 # ------------------------------------------------------------------ 04.rmsnorm_backward (deep dive G's RMSNorm)
-def rmsnorm_backward_inputs(*, dtype, device: str = "cuda", seed: int = SEED) -> dict:
+def rmsnorm_backward_inputs(*, dtype, device: str = "cuda", seed: int = SEED, descending: bool = False) -> dict:
     """Notebook 04's RMSNorm tensors (``inputs.norm_tensors``, made on the CPU: reproducible), shaped
     ``NORM_SHAPE``, with values chosen so that each usual mistake is far off: x's rows centred (mean 0, so a
     LayerNorm's statistics equal the RMSNorm's and only its centring of dy differs) with a spread from 1/4 to 4
     (inv_var from about 4 to 1/4); dy leaning on x (0.5 x / rms) plus noise plus an offset per row, as a loss
     gradient does (so dropping the term that comes from inv_var depending on x, or subtracting dy's row mean, moves
     dx by tens of percent). inv_var [rows, 1, 1, 1] fp32 is the exact reference 1/sqrt(mean(x^2) + eps) of x: the
-    forward's saved statistic, so the exercise is the backward alone. dx and dscale are NaN-poisoned."""
+    forward's saved statistic, so the exercise is the backward alone. dx and dscale are NaN-poisoned. ``descending``:
+    the spread from 4 down to 1/4 (the checker's later inputs: a stale inv_var is off by up to 16x per row)."""
     rows, hidden = NORM_SHAPE
     t = inputs.norm_tensors(rows, hidden, dtype=dtype, seed=seed, device="cpu")
     gen = torch.Generator().manual_seed(seed + 3)
     unit = t["x"].float()
     unit = unit - unit.mean(dim=1, keepdim=True)
-    spread = 2.0 ** torch.linspace(-2.0, 2.0, rows).reshape(rows, 1, 1, 1)
+    ends = (2.0, -2.0) if descending else (-2.0, 2.0)   # descending: each row's RMS far from the default draw's
+    spread = 2.0 ** torch.linspace(*ends, rows).reshape(rows, 1, 1, 1)
     t["x"] = (unit * spread).to(dtype)
     offset = 0.5 * torch.randn(rows, 1, 1, 1, generator=gen)
     t["dy"] = (0.5 * unit + t["dy"].float() + offset).to(dtype)
@@ -646,7 +649,7 @@ def rmsnorm_again(trace, t: dict) -> None:
     """Run the graph that wrote dx and dscale again on the checker's own dy, x, scale and inv_var (new rows: their
     inv_var the exact statistic of the new x) and grade both; ``Wrong`` naming what the graph alone computes."""
     given = {name: t[name] for name in BACKWARD_INPUTS}
-    own = rmsnorm_backward_inputs(dtype=t["x"].dtype, device=t["x"].device.type, seed=AGAIN_SEED)
+    own = rmsnorm_backward_inputs(dtype=t["x"].dtype, device=t["x"].device.type, seed=AGAIN_SEED, descending=True)
     done = rerun(trace.runs.feeding(t["dx"]), given, dict(dx=t["dx"], dscale=t["dscale"]),
                  fresh=lambda name, old: own[name])
     _sync(t["x"].device.type)
@@ -660,7 +663,8 @@ def rmsnorm_again(trace, t: dict) -> None:
 def rmsnorm_second_call(answer, first: dict, count: bool):
     """Call the answer again on new dy, x, scale, inv_var and new poisoned dx, dscale and grade what it wrote
     (``Wrong`` naming the first call's inputs it still reads); the kernels of one such call where ``count``."""
-    t = rmsnorm_backward_inputs(dtype=first["x"].dtype, device=first["x"].device.type, seed=CALL_SEED)
+    t = rmsnorm_backward_inputs(dtype=first["x"].dtype, device=first["x"].device.type, seed=CALL_SEED,
+                                descending=True)
     now = private_copy({name: t[name] for name in BACKWARD_INPUTS})
 
     def call():
