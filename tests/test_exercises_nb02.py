@@ -574,7 +574,7 @@ def dgrad_by_torchs_cudnn_op(dy, w, x, dx):
 # ---- work done where the tracer does not look: numpy on the host, torch in a worker thread, a node times zero
 def _host(t):
     """A tensor's values in a float64 numpy array on the host (through copies only)."""
-    return t.detach().double().cpu().numpy()
+    return t.detach().cpu().double().numpy()   # to the host first: no cast kernel on the GPU
 
 
 def _numpy_conv(x, w):

@@ -644,7 +644,7 @@ def fp8_result_copied_out(a8, b8, descale_a, descale_b):
 
 # ---- work done where the tracer does not look, inputs read once, streams, the outputs' contract
 def _host(t):
-    return t.detach().double().cpu().numpy()
+    return t.detach().cpu().double().numpy()   # to the host first: no cast kernel on the GPU
 
 
 def _in_a_thread(work):
