@@ -27,6 +27,7 @@ FRONTEND, TORCH = "nvidia-cudnn-frontend", "torch"
 # cudnn.pygraph's executes, with the parameters that follow the variant pack, in their positional order:
 EXECUTES = {"execute": ("workspace", "handle", "override_uids", "override_shapes", "override_strides", "tensor_uids"),
             "execute_plan_at_index": ("workspace", "index", "handle")}
+OVERRIDES = ("override_uids", "override_shapes", "override_strides")   # execute's runtime-geometry arguments
 BUILDS = {"validate": "validate", "build_plans": "build", "build_plan_at_index": "build"}   # pygraph: what it logs
 CAPTURES = ("capture_begin", "capture_end", "replay")   # torch.cuda.CUDAGraph
 CACHE_LOAD = "deserialize"                              # the frontend's kernel cache
@@ -65,6 +66,48 @@ def selected_plan(graph):
 def graph_handle(graph):
     """The handle ``graph`` was made with (an execute given none runs on it), or None."""
     return getattr(graph, "_handle", None)
+
+
+def handle_stream(handle) -> int | None:
+    """The stream cuDNN's own handle is bound to, read from the backend (``cudnnGetStream``), not from the Python
+    ``Handle.stream`` attribute, which an answer can assign without telling cuDNN. None for a stand-in or a
+    destroyed handle. (A backend plan launches on this stream; the graded graphs run backend plans.)"""
+    backend = getattr(handle, "backend_handle", None)
+    if not isinstance(backend, int):
+        return None
+    return int(frontend()._pybind_module.get_stream(backend))
+
+
+def stream_attribute(handle) -> int | None:
+    """The stream the Python ``cudnn.Handle`` says it is bound to (what ``cudnn.get_stream`` returns)."""
+    stream = getattr(handle, "stream", None)
+    return stream if isinstance(stream, int) else None
+
+
+def default_handle_stream() -> int | None:
+    """The stream of the frontend's default handle, which an execute with no handle (on a graph made without one)
+    runs on; None without a GPU."""
+    try:
+        return int(frontend()._pybind_module.get_stream(frontend()._pygraph._default_backend_handle()))
+    except Exception:  # no driver, no device
+        return None
+
+
+def execute_stream(graph, handle) -> int | None:
+    """The stream an execute given ``handle`` (None: the graph's own, else the frontend's default) launched on,
+    as cuDNN's backend has it; None where unknown."""
+    handle = handle if handle is not None else graph_handle(graph)
+    if handle is None:
+        return default_handle_stream() if isinstance(graph, graph_classes()) else None
+    return handle_stream(handle)
+
+
+def bind_stream(handle, stream: int) -> None:
+    """Bind ``handle`` to ``stream`` in cuDNN's backend and in its Python attribute, even where the attribute already
+    says ``stream`` (``cudnn.set_stream`` then skips the backend): the checker's way to put a handle right that an
+    answer left with an assigned attribute."""
+    frontend()._pybind_module._raw_set_stream(handle.backend_handle, int(stream))
+    handle.stream = int(stream)
 
 
 def graph_options(graph) -> dict | None:
@@ -193,6 +236,20 @@ def _handle_kept() -> bool:
     return handle.stream == 7 and graph_handle(frontend().pygraph(handle=handle)) is handle
 
 
+def _signature(function) -> str:
+    return " ".join(str(s[0]) for s in getattr(function, "__nb_signature__", ()))
+
+
+def _backend_stream() -> bool:
+    binding, module = frontend()._pybind_module, frontend()._pygraph
+    handle = frontend().Handle(5, 0, 7)
+    return ("get_stream(arg: int, /) -> int" in _signature(binding.get_stream)
+            and "_raw_set_stream(handle: int, stream: int)" in _signature(binding._raw_set_stream)
+            and handle.backend_handle == 5 and stream_attribute(handle) == 7
+            and callable(module._default_backend_handle)
+            and not inspect.signature(module._default_backend_handle).parameters)
+
+
 def _defines(classes: tuple, names) -> bool:
     return all(cls is not None and name in vars(cls) for cls in classes for name in names) and bool(classes)
 
@@ -235,6 +292,9 @@ ASSUMPTIONS = {
                    lambda: selected_plan(frontend().pygraph()) == 0),
     "graph_handle": (FRONTEND, "pygraph keeps no _handle, or cudnn.Handle no stream", "the graders cannot tell which "
                      "stream an execute ran on", _handle_kept),
+    "backend_stream": (FRONTEND, "the compiled module has no get_stream(int) -> int or _raw_set_stream(handle, "
+                       "stream), cudnn.Handle no backend_handle, or _pygraph no _default_backend_handle()",
+                       "the graders cannot read the stream cuDNN's handle is really bound to", _backend_stream),
     "graph_options": (FRONTEND, "pygraph keeps no _cpp_graph_kwargs with kernel_cache and is_dynamic_shape_enabled",
                       "07's checkers cannot read how a graph was made", _options_kept),
     "graph_methods": (FRONTEND, f"pygraph does not define {', '.join([*EXECUTES, *BUILDS])} itself, or its executes "

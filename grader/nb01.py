@@ -10,11 +10,16 @@ from helpers.graphs import GraphIO, build, workspace_for
 from helpers.handles import get_handle
 from helpers.libcudnn import load_cudnn
 from . import NotDone, Wrong, agrees, checker, internals, on_gpu
+from .graph_runs import course_handle, require_on_stream, settle, stream_slip
 from .inputs import new_graph
 from .provenance import tracing
 
 # The checker's own sizes, not the notebook's: a graph built from the notebook's x and w shows up as a wrong shape.
 BATCH, M, K, N = 2, 96, 64, 80
+# The bias of every other column of y sits far below zero, so that half of X @ W + b is strongly negative while the
+# positive half stays near 1: an activation that is not exactly 0 there (a leaky ReLU of slope 0.002, a clip at
+# -0.01) is off by several times the bf16 tolerance instead of hiding in it.
+NEGATIVE_BIAS = -8.0
 GATE_CYCLES = 200_000_000  # GPU clock cycles the checker holds the learner's stream for (about 0.1 s at 2 GHz)
 
 
@@ -53,15 +58,42 @@ def inspect_matmul_bias_relu(result, y):
     return graph, pack
 
 
-def _run_returned(graph, pack, x, w, b, y, fresh) -> None:
-    """New values in the same buffers, y poisoned again, the returned graph executed by the checker: what y then
-    holds is computed by that graph alone."""
+def separating_bias(fresh) -> torch.Tensor:
+    """b [1,1,N]: near 0 in the even columns, near ``NEGATIVE_BIAS`` in the odd ones (``fresh(*shape, scale=)`` draws
+    standard normals)."""
+    drawn = fresh(1, 1, N)
+    noise = drawn.float()
+    odd = (torch.arange(N, device=noise.device) % 2 == 1).reshape(1, 1, N)
+    return torch.where(odd, NEGATIVE_BIAS + 0.5 * noise, 0.25 * noise).to(drawn.dtype)
+
+
+def _new_values(x, w, b, fresh) -> None:
     x.copy_(fresh(*x.shape))
     w.copy_(fresh(*w.shape, scale=K**-0.5))
-    b.copy_(fresh(*b.shape))
+    b.copy_(separating_bias(fresh))
+
+
+def _run_returned(graph, pack, x, w, b, y, fresh) -> None:
+    """New values in the same buffers, y poisoned again, the returned graph executed by the checker through the
+    frontend's own ``execute`` (not one the answer set on the graph), on the course handle bound to the current
+    stream: what y then holds is computed by that graph alone."""
+    _new_values(x, w, b, fresh)
     poison_(y)
-    graph.execute(pack, workspace_for(graph), handle=get_handle())
-    torch.cuda.synchronize()
+    load_cudnn(need_gpu=False).pygraph.execute(graph, pack, workspace_for(graph), handle=course_handle())
+    settle()
+
+
+def negatives_not_zero(y, pre) -> str | None:
+    """One line when ``y`` matches ReLU(``pre``) where ``pre`` > 0 but is not 0 where it is negative (a nearby
+    activation: leaky, clipped, smooth), else None."""
+    positive = pre > 0
+    if not positive.any() or positive.all() or not agrees(y[positive], torch.relu(pre)[positive]).ok:
+        return None
+    below = y[~positive].float()
+    if not below.abs().max().item() > 0:
+        return None
+    return (f"y is right where X @ W + b > 0 but not where it is negative: ReLU gives exactly 0 there, yours gives "
+            f"values from {below.min().item():.3g} to {below.max().item():.3g} — use relu (no negative slope, no clip)")
 
 
 @checker("01.matmul_bias_relu")
@@ -72,7 +104,7 @@ def check_matmul_bias_relu(answer):
     def fresh(*shape, scale=1.0):
         return (torch.randn(*shape, device="cuda", dtype=torch.float32, generator=gen) * scale).to(dtype)
 
-    x, w, b = fresh(BATCH, M, K), fresh(BATCH, K, N, scale=K**-0.5), fresh(1, 1, N)
+    x, w, b = fresh(BATCH, M, K), fresh(BATCH, K, N, scale=K**-0.5), separating_bias(fresh)
     y = poison_(torch.empty(BATCH, M, N, device="cuda", dtype=dtype))
     first_inputs = [t.clone() for t in (x, w, b)]
     with tracing(dict(x=x, w=w, b=b)) as trace:
@@ -101,29 +133,30 @@ def check_matmul_bias_relu(answer):
                     "output to the y you were given")
     if result.unwritten:
         raise Wrong(f"{result.unwritten} of {y.numel()} elements of y were never written")
-    if result.rel_err <= result.tol:  # right by norm, but some elements are off
-        raise Wrong(f"most of y is right, but {result.elements}")
     if matches(ref(*first_inputs)):
         raise Wrong("y matches the first inputs, not the new values the checker wrote into x, w, b: bind x, w, b "
-                    "themselves in the variant pack (not copies), so the graph reads them when it runs")
+                    "themselves in the variant pack (not copies, nor results computed beforehand), so the graph "
+                    "reads them when it runs")
     if matches(ref(x, w, b, bias=False)):
         raise Wrong(f"the output ignores the bias b (rel err {result.rel_err:.2g}; it matches ReLU(X @ W))")
     if matches(ref(x, w, b, relu=False)):
         raise Wrong(f"the output has no ReLU (rel err {result.rel_err:.2g}; it matches X @ W + b)")
+    nearby = negatives_not_zero(y, ref(x, w, b, relu=False))
+    if nearby:
+        raise Wrong(nearby)
+    if result.rel_err <= result.tol:  # right by norm, but some elements are off
+        raise Wrong(f"most of y is right, but {result.elements}")
     raise Wrong(f"y is not ReLU(X @ W + b): rel err {result.rel_err:.2g} (tolerance {result.tol:g})")
 
 
 # ------------------------------------------------------------------ 01.run_on_stream
 def stream_verdict(writer, stream: int, current: int) -> None:
     """``Wrong`` in one line unless the execute that wrote y (``writer``, a ``provenance.Event``) ran on ``stream``
-    (its handle bound there); ``current``: torch's current stream, to name the usual slip."""
-    ran_on = writer.origin.run.stream if writer.origin.run is not None else None
-    if ran_on == stream:
-        return
-    if ran_on == current:
-        raise Wrong("the graph ran on the current stream, not on `stream`: bind the handle to `stream` before "
-                    "execute (H.get_handle() inside `with torch.cuda.stream(stream):`, or cudnn.set_stream)")
-    raise Wrong(f"the graph ran on stream {ran_on}, not on `stream`: bind the handle to `stream` before execute")
+    (its handle bound there in cuDNN's backend); ``current``: torch's current stream, to name the usual slip."""
+    run = writer.origin.run
+    slip = stream_slip(run, stream, current=current) if run is not None else None
+    if slip:
+        raise Wrong(slip)
 
 
 @checker("01.run_on_stream")
@@ -160,8 +193,11 @@ def check_run_on_stream(answer):
                 answer(graph, pack, workspace, stream)
         finally:
             host_ms = (time.perf_counter() - t0) * 1e3
-            torch.cuda.synchronize()
-            get_handle()  # the course handle back on the current stream
+            course_handle()  # the course handle back on the current stream, in cuDNN's backend too
+    # Every launch of the answer on `stream`, by the stream cuDNN's handle was bound to (not its Python attribute);
+    # then the host waits for `stream` alone (an event), not the device: y is read as a caller of `stream` would.
+    require_on_stream(trace.runs, stream.cuda_stream, current=current)
+    settle(stream)
     gate_ms = gate_start.elapsed_time(gate_end)
     if host_ms > gate_ms / 2:
         raise Wrong(f"your function waited for the GPU ({host_ms:.0f} ms, while the stream was held for "

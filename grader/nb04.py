@@ -25,6 +25,9 @@ from helpers.checking import poison_, tolerance
 from helpers.quantize import to_fp8
 from helpers.timing.kernels import kernels_launched, short_kernel_name
 from . import NotDone, Wrong, agrees, checker, grade_output, grading_setup, inputs
+from .contracts import call_each, require_contract
+from .graph_runs import StreamOrder, rerun, settle
+from .nb02 import listed, rerun_why, stale_inputs, stale_message
 from .provenance import tracing
 
 # batch, M, K, N: small (each answer builds its graph per call), whole tiles for the tensor cores
@@ -34,15 +37,20 @@ FP8_SHAPE = (1, 128, 256, 128)
 ALPHAS = (0.5, -1.75, 2.0)   # the values 04.scaled_relu's run(alpha) is called with, in this order
 NORM_SHAPE = (256, 1024)     # rows, hidden: hidden a multiple of 8 and >= 64, as the norm engines want it
 SEED = 4
+AGAIN_SEED = SEED + 20       # the checker's own inputs for running the answer's graph again
+CALL_SEED = SEED + 30        # the answer's later calls: new values at new addresses
+LATER_SILU_SHAPES = (SILU_SHAPE, (2, 128, 256, 128))   # 04.silu_amax's later calls: new values, then another batch
+AGAIN_ALPHA = -0.75          # the alpha 04.scaled_relu's graph is run again with (none of ALPHAS)
+DESCALE_GAIN = (3.0, 0.25)   # 04.fp8_matmul_amax's graph runs again with its descales times these
 
 
 # ------------------------------------------------------------------ inputs (made on the CPU: reproducible)
-def silu_inputs(*, dtype, device: str = "cuda", seed: int = SEED) -> dict:
+def silu_inputs(*, dtype, device: str = "cuda", seed: int = SEED, shape: tuple = SILU_SHAPE) -> dict:
     """a [B,M,K] with a different spread per batch entry (so the entries' maxima differ), b [B,K,N] scaled by
     1/sqrt(K), and a bias [1,1,N] around -1.5 (so the largest |pre-activation| is a negative value, which
-    SiLU squashes: the AMAX of the pre-activation is far from the AMAX of y)."""
+    SiLU squashes: the AMAX of the pre-activation is far from the AMAX of y). ``shape``: (B, M, K, N)."""
     gen = torch.Generator().manual_seed(seed)
-    batch, m, k, n = SILU_SHAPE
+    batch, m, k, n = shape
     spread = torch.linspace(0.5, 2.0, batch).reshape(batch, 1, 1)
     t = dict(a=torch.randn(batch, m, k, generator=gen) * spread,
              b=torch.randn(batch, k, n, generator=gen) / k**0.5,
@@ -264,49 +272,199 @@ def require_from_graph(trace, outputs: dict, inputs: tuple) -> None:
         trace.require_graph_output(tensor, name, kinds=("MATMUL",), inputs=inputs)
 
 
-def _call_traced(answer, names: tuple, t: dict):
-    """The answer's result on ``t``'s tensors ``names``; the kernels of a second call (GPU only: ``kernels_launched``
-    calls it twice, both results stay alive, so the second cannot find the first's output in reused memory); the
-    graph executes of the first call (``GraphRuns``, no snapshots: nothing added to the kernels) and the trace."""
-    results, calls = [], []
-    with tracing({name: t[name] for name in names}) as trace:
-        runs = trace.runs
+def _sync(device: str) -> None:
+    if device == "cuda":
+        settle()   # the caller's stream only: work the answer left on a side stream is not waited for
 
-        def call():
-            mark = len(runs)
-            results.append(answer(*(t[name] for name in names)))
-            calls.append(runs.since(mark))
 
+def _caller_order(device: str):
+    """A ``StreamOrder`` on the GPU (launches off the caller's stream are held, then checked), else None."""
+    return StreamOrder() if device == "cuda" else None
+
+
+def require_ordered(order, what: str) -> None:
+    """``Wrong`` unless every launch the answer made off the caller's stream was ordered before it (GPU only)."""
+    if order is not None:
+        order.require_ordered(what, how="or simply execute on the caller's stream: H.get_handle() binds the "
+                                        "handle to it")
+
+
+def private_copy(t: dict) -> dict:
+    """Clones of ``t``, taken before the answer runs: what the references are computed from."""
+    return {name: value.clone() for name, value in t.items()}
+
+
+def _call_traced(answer, names: tuple, t: dict, what: str):
+    """The answer's result on ``t``'s tensors ``names`` and the trace of that call, its launches held where they are
+    off the caller's stream (``Wrong`` naming ``what`` if the caller's stream would not wait for them)."""
+    device = "cuda" if t[names[0]].is_cuda else "cpu"
+    order = _caller_order(device)
+    with tracing({name: t[name] for name in names}, order=order) as trace:
         with trace.answer():
-            if t[names[0]].is_cuda:
-                names_launched = kernels_launched(call)
-                torch.cuda.synchronize()
-            else:
-                call()
-                names_launched = None
-    return results[0], names_launched, calls[0], trace
+            result = answer(*(t[name] for name in names))
+    require_ordered(order, what)
+    _sync(device)
+    return result, trace
+
+
+def require_new_outputs(y, amax, given: dict, *, y_dtype, amax_shape: tuple) -> None:
+    """The statement's contract of a returned (y, amax): y contiguous, of ``y_dtype``; amax fp32 of ``amax_shape``;
+    both new tensors (no memory shared with the inputs ``given`` or with each other)."""
+    require_contract(y, "y", dtype=y_dtype, strides="contiguous", apart_from=given,
+                     how="allocate it with torch.empty(batch, M, N, ...) inside your function")
+    require_contract(amax, "amax", shape=amax_shape, dtype=torch.float32,
+                     dtype_why="the AMAX is kept in fp32, whatever y's dtype", apart_from=dict(given, y=y),
+                     how="allocate it with torch.zeros(..., dtype=torch.float32)")
+
+
+def _again_line(changed, what: str, exc: Exception, done) -> str:
+    return (f"your graph, run again by the checker on new {listed(changed)} (bound by UID, your code not called), "
+            f"does not compute {what} by itself: {exc} — {rerun_why(done)}")
+
+
+def _zero_amax(name, old):
+    """A new output buffer for a run again: 0 for an AMAX (a reduction may max into it), NaN otherwise."""
+    new = torch.empty_strided(old.size(), old.stride(), dtype=old.dtype, device=old.device)
+    return new.zero_() if name == "amax" else new.fill_(float("nan"))
+
+
+def epilogue_again(trace, t: dict, names: tuple, result, own: dict, grade_with, fresh=None) -> None:
+    """Run the graph that wrote y and amax again (``graph_runs.rerun``), its inputs bound to ``own``'s tensors (or
+    ``fresh``'s), and grade its (y, amax) with ``grade_with(inputs, (y, amax))``; ``Wrong`` naming what the graph
+    alone computes, and why."""
+    y, amax = result
+    given = {name: t[name] for name in names}
+    done = rerun(trace.runs.feeding(y), given, dict(y=y, amax=amax), fresh=fresh or (lambda name, old: own[name]),
+                 blank=_zero_amax)
+    _sync("cuda" if y.is_cuda else "cpu")
+    try:
+        grade_with(private_copy(done.inputs), (done.outputs.get("y", y), done.outputs.get("amax", amax)))
+    except Wrong as exc:
+        raise Wrong(_again_line(given, "y and amax", exc, done)) from None
+
+
+def calls_again(answer, names: tuple, makes: list, grade_call, first: dict, first_result, references,
+                what: str = "y") -> None:
+    """Call ``answer`` once per maker in ``makes`` (new values at new addresses; ``grade_call(kept inputs, result)``
+    grades each): ``Wrong`` where a call returned the same tensors as an earlier one (or the first call's), changed an
+    earlier result, or still read the first call's inputs (``references(t)[0]``: the right y, to name them)."""
+    kept = {}
+
+    def make_args(i):
+        t = makes[i]()
+        kept[i] = private_copy(t)
+        return {name: t[name] for name in names}
+
+    def outputs(args, got):
+        y, amax = _pair(got, "(y, amax)")
+        return dict(y=y, amax=amax)
+
+    def check(i, args, outs):
+        _sync("cuda" if outs["y"].is_cuda else "cpu")
+        earlier = {f"the {name} your first call returned": tensor for name, tensor in zip(("y", "amax"), first_result)}
+        for name in ("y", "amax"):
+            require_contract(outs[name], name, apart_from=earlier, how="allocate new outputs at every call")
+        now = kept[i]
+        if tuple(now[names[0]].shape) == tuple(first[names[0]].shape) and not agrees(outs["y"], references(now)[0]).ok:
+            stale = stale_inputs(outs["y"], now, first, names, references)
+            if stale:
+                raise Wrong(stale_message(what, stale, names, verb="returned"))
+        try:
+            grade_call(now, (outs["y"], outs["amax"]))
+        except Wrong as exc:
+            shape = "x".join(map(str, now[names[0]].shape))
+            raise Wrong(f"called again with new {listed(names)} ({names[0]} {shape}): {exc}") from None
+
+    call_each(answer, make_args, outputs, check, times=len(makes))
 
 
 @checker("04.silu_amax")
 def check_silu_amax(answer) -> str:
-    """``answer(a, b, bias)`` returns (y, amax): silu(a @ b + bias) and max|y| per batch entry, one graph."""
+    """``answer(a, b, bias)`` returns (y, amax): silu(a @ b + bias) and max|y| per batch entry, one graph; its graph,
+    run again on the checker's inputs, computes both; later calls on new inputs (another batch size) too."""
     device, dtype = grading_setup()  # needs a GPU unless grading on the CPU: one line if there is none
+    names = ("a", "b", "bias")
     t = silu_inputs(dtype=dtype, device=device)
-    result, names, runs, trace = _call_traced(answer, ("a", "b", "bias"), t)
-    message = grade_silu_amax(t, result)
-    require_from_graph(trace, dict(y=result[0], amax=result[1]), ("a", "b", "bias"))
-    if names is not None:
-        graph_only(names, "the activation and the AMAX")
-    one_graph_wrote(runs, dict(y=result[0], amax=result[1]), "the AMAX reduction")
+    first = private_copy(t)
+    result, trace = _call_traced(answer, names, t, "y and amax")
+    message = grade_silu_amax(first, result)
+    y, amax = result
+    require_new_outputs(y, amax, t, y_dtype=t["a"].dtype, amax_shape=(t["a"].shape[0], 1, 1))
+    require_from_graph(trace, dict(y=y, amax=amax), names)
+    if device == "cuda":
+        graph_only(kernels_launched(lambda: answer(*(t[name] for name in names))), "the activation and the AMAX")
+    one_graph_wrote(trace.runs, dict(y=y, amax=amax), "the AMAX reduction")
+    epilogue_again(trace, t, names, result, silu_inputs(dtype=dtype, device=device, seed=AGAIN_SEED),
+                   grade_silu_amax)
+    makes = [lambda i=i, shape=shape: silu_inputs(dtype=dtype, device=device, seed=CALL_SEED + i, shape=shape)
+             for i, shape in enumerate(LATER_SILU_SHAPES)]
+    calls_again(answer, names, makes, grade_silu_amax, first, result, lambda u: silu_references(u))
     return message
+
+
+def _rewrite_inputs(t: dict, names: tuple, seed: int) -> dict:
+    """New values written in place into ``t``'s tensors ``names`` (the same buffers); returns a private copy."""
+    fresh = relu_inputs(dtype=t[names[0]].dtype, device=t[names[0]].device.type, seed=seed)
+    for name in names:
+        t[name].copy_(fresh[name])
+    return private_copy({name: t[name] for name in names})
+
+
+def scaled_relu_again(trace, t: dict, alpha: float) -> None:
+    """Run the graph that last wrote y again on the checker's a, b, bias and y, with ``AGAIN_ALPHA`` passed by value
+    in place of ``alpha``; ``Wrong`` unless it computes relu(AGAIN_ALPHA * a @ b + bias) by itself."""
+    runs = trace.runs.feeding(t["y"])
+    writer = runs[-1]
+    given = {name: t[name] for name in ("a", "b", "bias")}
+    alpha_uid = next((uid for uid, value in writer.scalars().items() if math.isclose(value, alpha, rel_tol=1e-6)),
+                     None)
+    own = relu_inputs(dtype=t["a"].dtype, device=t["a"].device.type, seed=AGAIN_SEED)
+    if alpha_uid is not None:   # alpha_by_value found it; the graph runs again with another
+        given["alpha"] = writer.buffers[alpha_uid]
+        own["alpha"] = torch.full(tuple(given["alpha"].shape), AGAIN_ALPHA, dtype=given["alpha"].dtype)
+    done = rerun(runs, given, dict(y=t["y"]), fresh=lambda name, old: own[name])
+    _sync(t["a"].device.type)
+    try:
+        grade_scaled_relu(dict(private_copy(done.inputs), y=done.outputs["y"]), AGAIN_ALPHA, (alpha,))
+    except Wrong as exc:
+        raise Wrong(_again_line(("a", "b", "bias", "alpha"), "y", exc, done)) from None
+
+
+def scaled_relu_made_again(answer, first: dict, alpha: float) -> None:
+    """``make_scaled_relu`` called again on new buffers with new values; its run(alpha) must write the new y from the
+    new a, b and bias (``Wrong`` naming the first call's inputs it still reads)."""
+    device = first["a"].device.type
+    t = relu_inputs(dtype=first["a"].dtype, device=device, seed=CALL_SEED)
+    now = private_copy(t)
+    run = answer(t["a"], t["b"], t["bias"], t["y"])
+    if not callable(run):
+        raise Wrong(f"return a function run(alpha), got {type(run).__name__}")
+    run(alpha)
+    _sync(device)
+    names = ("a", "b", "bias")
+    references = lambda u: relu_references(u, alpha)
+    if not agrees(t["y"], references(now)[0]).ok:
+        stale = stale_inputs(t["y"], now, first, names, references)
+        if stale:
+            raise Wrong(stale_message("y", stale, names).replace(
+                "called a second time", "make_scaled_relu called a second time", 1))
+        try:
+            grade_scaled_relu(dict(now, y=t["y"]), alpha)
+        except Wrong as exc:
+            raise Wrong(f"make_scaled_relu called again with new a, b, bias and y: {exc}") from None
 
 
 @checker("04.scaled_relu")
 def check_scaled_relu(answer) -> str:
-    """``answer(a, b, bias, y)`` builds once and returns run(alpha), which writes relu(alpha * a @ b + bias)."""
+    """``answer(a, b, bias, y)`` builds once and returns run(alpha), which writes relu(alpha * a @ b + bias); run
+    follows a, b and bias rewritten in place; its graph, run again with another alpha, computes y by itself; a
+    second make_scaled_relu on new buffers reads them."""
     device, dtype = grading_setup()
     t = relu_inputs(dtype=dtype, device=device)
-    with tracing({name: t[name] for name in ("a", "b", "bias")}) as trace:
+    first = private_copy(t)
+    now = first
+    order = _caller_order(device)
+    with tracing({name: t[name] for name in ("a", "b", "bias")}, order=order) as trace:
         runs = trace.runs
         with trace.answer():
             run = answer(t["a"], t["b"], t["bias"], t["y"])
@@ -317,54 +475,82 @@ def check_scaled_relu(answer) -> str:
         worst = 0.0
         for i, alpha in enumerate(ALPHAS):
             poison_(t["y"])
+            if i == len(ALPHAS) - 1:   # the same buffers, new values: run must read them, not copies made at build
+                now = _rewrite_inputs(t, ("a", "b", "bias"), CALL_SEED + 1)
             before, mark = len(trace.builds), len(runs)
             with trace.answer():
                 run(alpha)
-            if device == "cuda":
-                torch.cuda.synchronize()
-            worst = max(worst, grade_scaled_relu(t, alpha, ALPHAS[:i]))
+            require_ordered(order, "y")
+            _sync(device)
+            graded = dict(now, y=t["y"])
+            if now is not first and not agrees(t["y"], relu_references(now, alpha)[0]).ok and \
+                    agrees(t["y"], relu_references(first, alpha)[0]).ok:
+                raise Wrong(f"run({alpha}) gave y for the a, b and bias it was built with, not for the new values "
+                            f"written into those same buffers: it reads copies taken at build time — bind the "
+                            f"tensors you were given")
+            worst = max(worst, grade_scaled_relu(graded, alpha, ALPHAS[:i]))
             require_from_graph(trace, dict(y=t["y"]), ("a", "b", "bias"))
             again = trace.validated(before)
             if i and again:  # the first call may build a graph left unbuilt; later ones must not
                 raise Wrong(f"run({alpha}) gives the right y but built a graph again (validate() ran "
                             f"{len(again)} time(s)): build once, then only execute with a new alpha")
             alpha_by_value(runs.since(mark), t["y"], alpha)
+    scaled_relu_again(trace, t, ALPHAS[-1])
+    scaled_relu_made_again(answer, now, ALPHAS[0])
     if device == "cpu":
         return f"correct on the CPU — {len(ALPHAS)} alphas, worst rel err {worst:.1e} (the kernel count needs a GPU)"
     graph_only(kernels_launched(lambda: run(ALPHAS[0])), "the scale, the bias and the ReLU")
     return f"correct — {len(ALPHAS)} alphas, one graph, no rebuild; worst rel err {worst:.1e}"
 
 
+def fp8_again_inputs(t: dict, seed: int) -> dict:
+    """New a8 and b8 (``fp8_inputs`` for ``seed``, b8 column-major like the given one) and the given descales times
+    ``DESCALE_GAIN``: a graph that baked the descales in as constants, or left one out, is off."""
+    own = fp8_inputs(device=t["a8"].device.type, seed=seed)
+    for name, gain in zip(("descale_a", "descale_b"), DESCALE_GAIN):
+        own[name] = t[name] * gain
+    return own
+
+
 @checker("04.fp8_matmul_amax", needs=("fp8",))
 def check_fp8_matmul_amax(answer) -> str:
-    """``answer(a8, b8, descale_a, descale_b)`` returns (y bf16, amax [1,1,1]) from one FP8 graph."""
+    """``answer(a8, b8, descale_a, descale_b)`` returns (y bf16, amax [1,1,1]) from one FP8 graph; that graph, run
+    again with new inputs and other descales, computes both; a later call on new inputs too."""
     device, _ = grading_setup()
     t = fp8_inputs(device=device)
+    first = private_copy(t)
     names = ("a8", "b8", "descale_a", "descale_b")
-    result, launched, runs, trace = _call_traced(answer, names, t)
-    message = grade_fp8_matmul_amax(t, result)
-    require_from_graph(trace, dict(y=result[0], amax=result[1]), names)
-    if launched is not None:
-        graph_only(launched, "the descales and the AMAX")
-    one_graph_wrote(runs, dict(y=result[0], amax=result[1]), "the AMAX reduction")
+    result, trace = _call_traced(answer, names, t, "y and amax")
+    message = grade_fp8_matmul_amax(first, result)
+    y, amax = result
+    require_new_outputs(y, amax, t, y_dtype=torch.bfloat16, amax_shape=(1, 1, 1))
+    require_from_graph(trace, dict(y=y, amax=amax), names)
+    if device == "cuda":
+        graph_only(kernels_launched(lambda: answer(*(t[name] for name in names))), "the descales and the AMAX")
+    one_graph_wrote(trace.runs, dict(y=y, amax=amax), "the AMAX reduction")
+    epilogue_again(trace, t, names, result, fp8_again_inputs(t, AGAIN_SEED), grade_fp8_matmul_amax)
+    makes = [lambda: fp8_again_inputs(fp8_inputs(device=device, seed=CALL_SEED), CALL_SEED)]
+    calls_again(answer, names, makes, grade_fp8_matmul_amax, first, result, lambda u: fp8_references(u))
     return message
 
 
 # ------------------------------------------------------------------ 04.rmsnorm_backward (deep dive G's RMSNorm)
-def rmsnorm_backward_inputs(*, dtype, device: str = "cuda", seed: int = SEED) -> dict:
+def rmsnorm_backward_inputs(*, dtype, device: str = "cuda", seed: int = SEED, descending: bool = False) -> dict:
     """Notebook 04's RMSNorm tensors (``inputs.norm_tensors``, made on the CPU: reproducible), shaped
     ``NORM_SHAPE``, with values chosen so that each usual mistake is far off: x's rows centred (mean 0, so a
     LayerNorm's statistics equal the RMSNorm's and only its centring of dy differs) with a spread from 1/4 to 4
     (inv_var from about 4 to 1/4); dy leaning on x (0.5 x / rms) plus noise plus an offset per row, as a loss
     gradient does (so dropping the term that comes from inv_var depending on x, or subtracting dy's row mean, moves
     dx by tens of percent). inv_var [rows, 1, 1, 1] fp32 is the exact reference 1/sqrt(mean(x^2) + eps) of x: the
-    forward's saved statistic, so the exercise is the backward alone. dx and dscale are NaN-poisoned."""
+    forward's saved statistic, so the exercise is the backward alone. dx and dscale are NaN-poisoned. ``descending``:
+    the spread from 4 down to 1/4 (the checker's later inputs: a stale inv_var is off by up to 16x per row)."""
     rows, hidden = NORM_SHAPE
     t = inputs.norm_tensors(rows, hidden, dtype=dtype, seed=seed, device="cpu")
     gen = torch.Generator().manual_seed(seed + 3)
     unit = t["x"].float()
     unit = unit - unit.mean(dim=1, keepdim=True)
-    spread = 2.0 ** torch.linspace(-2.0, 2.0, rows).reshape(rows, 1, 1, 1)
+    ends = (2.0, -2.0) if descending else (-2.0, 2.0)   # descending: each row's RMS far from the default draw's
+    spread = 2.0 ** torch.linspace(*ends, rows).reshape(rows, 1, 1, 1)
     t["x"] = (unit * spread).to(dtype)
     offset = 0.5 * torch.randn(rows, 1, 1, 1, generator=gen)
     t["dy"] = (0.5 * unit + t["dy"].float() + offset).to(dtype)
@@ -441,32 +627,82 @@ def require_one_backward_execute(trace, t) -> None:
 
 def _traced_backward(answer, t: dict, **watch):
     """Run ``answer(dy, x, scale, inv_var, dx, dscale)`` as the learner's code inside ``tracing(**watch)``; the
-    trace. ``NotDone`` if it returns ``...``."""
+    trace. ``NotDone`` if it returns ``...``. Nothing is synchronized here: the caller settles its stream."""
     with tracing({name: t[name] for name in BACKWARD_INPUTS}, **watch) as trace:
         with trace.answer():
             returned = answer(*(t[name] for name in (*BACKWARD_INPUTS, "dx", "dscale")))
-            if t["dx"].is_cuda:
-                torch.cuda.synchronize()
     if returned is Ellipsis:
         raise NotDone(f"not done yet — {getattr(answer, '__name__', 'your answer')} returned ...")
     return trace
 
 
+def rms_dx_given(t) -> tuple:
+    """``(dx,)``: the RMSNorm backward's dx in fp32 from t's dy, x, scale and the inv_var given (not recomputed):
+    what an answer that read those tensors writes (to name the first call's inputs a later call still reads)."""
+    x, dy, gamma = t["x"].float().flatten(1), t["dy"].float().flatten(1), t["scale"].float().flatten(1)
+    inv = t["inv_var"].float().flatten(1)
+    g, xhat = dy * gamma, x * inv
+    return ((inv * (g - xhat * (g * xhat).mean(dim=1, keepdim=True))).reshape(t["x"].shape),)
+
+
+def rmsnorm_again(trace, t: dict) -> None:
+    """Run the graph that wrote dx and dscale again on the checker's own dy, x, scale and inv_var (new rows: their
+    inv_var the exact statistic of the new x) and grade both; ``Wrong`` naming what the graph alone computes."""
+    given = {name: t[name] for name in BACKWARD_INPUTS}
+    own = rmsnorm_backward_inputs(dtype=t["x"].dtype, device=t["x"].device.type, seed=AGAIN_SEED, descending=True)
+    done = rerun(trace.runs.feeding(t["dx"]), given, dict(dx=t["dx"], dscale=t["dscale"]),
+                 fresh=lambda name, old: own[name])
+    _sync(t["x"].device.type)
+    try:
+        grade_rmsnorm_backward(dict(private_copy(done.inputs), dx=done.outputs.get("dx", t["dx"]),
+                                    dscale=done.outputs.get("dscale", t["dscale"])))
+    except Wrong as exc:
+        raise Wrong(_again_line(BACKWARD_INPUTS, "dx and dscale", exc, done)) from None
+
+
+def rmsnorm_second_call(answer, first: dict, count: bool):
+    """Call the answer again on new dy, x, scale, inv_var and new poisoned dx, dscale and grade what it wrote
+    (``Wrong`` naming the first call's inputs it still reads); the kernels of one such call where ``count``."""
+    t = rmsnorm_backward_inputs(dtype=first["x"].dtype, device=first["x"].device.type, seed=CALL_SEED,
+                                descending=True)
+    now = private_copy({name: t[name] for name in BACKWARD_INPUTS})
+
+    def call():
+        answer(*(t[name] for name in (*BACKWARD_INPUTS, "dx", "dscale")))
+        _sync(t["x"].device.type)
+
+    launched = kernels_launched(call) if count else call()
+    if not agrees(t["dx"], rms_dx_given(now)[0]).ok:
+        stale = stale_inputs(t["dx"], now, first, BACKWARD_INPUTS, rms_dx_given)
+        if stale:
+            raise Wrong(stale_message("dx", stale, BACKWARD_INPUTS))
+    try:
+        grade_rmsnorm_backward(dict(now, dx=t["dx"], dscale=t["dscale"]))
+    except Wrong as exc:
+        raise Wrong(f"on a second call with new {listed(BACKWARD_INPUTS)}: {exc}") from None
+    return launched
+
+
 @checker("04.rmsnorm_backward", needs=("norm_graphs",))   # the fused norm engines: sm80+ (a T4 skips it)
 def check_rmsnorm_backward(answer) -> str:
     """``answer(dy, x, scale, inv_var, dx, dscale)`` writes the RMSNorm backward's dx and dscale into the buffers
-    given, both from one execute of one graph."""
+    given, both from one execute of one graph, on the caller's stream; that graph, run again on the checker's own
+    inputs, computes both; a second call on new inputs too."""
     device, dtype = grading_setup()  # needs a GPU unless grading on the CPU: one line if there is none
     t = rmsnorm_backward_inputs(dtype=dtype, device=device)
-    trace = _traced_backward(answer, t)
-    dx_err, dscale_err = grade_rmsnorm_backward(t)
+    first = private_copy({name: t[name] for name in BACKWARD_INPUTS})
+    order = _caller_order(device)
+    trace = _traced_backward(answer, t, order=order)
+    require_ordered(order, "dx and dscale")
+    _sync(device)
+    dx_err, dscale_err = grade_rmsnorm_backward(dict(first, dx=t["dx"], dscale=t["dscale"]))
     require_one_backward_execute(trace, t)
+    rmsnorm_again(trace, t)
+    launched = rmsnorm_second_call(answer, first, count=device == "cuda")
     errors = f"dx rel err {dx_err:.1e}, dscale rel err {dscale_err:.1e}"
     if device == "cpu":
         return f"correct on the CPU — {errors} (the kernel count needs a GPU)"
-    fresh = dict(t, dx=poison_(torch.empty_like(t["dx"])), dscale=poison_(torch.empty_like(t["dscale"])))
-    graph_only(kernels_launched(lambda: answer(*(fresh[name] for name in (*BACKWARD_INPUTS, "dx", "dscale")))),
-               "dx and dscale")
+    graph_only(launched, "dx and dscale")
     return f"correct — one execute wrote dx and dscale; {errors}"
 
 

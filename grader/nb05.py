@@ -20,7 +20,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from helpers.checking import poison_
 from . import NotDone, Wrong, agrees, checker, grading_device
-from .graph_runs import node_kinds
+from .graph_runs import node_kinds, recording, rerun, settle
 from .provenance import elementwise_merge, tracing
 
 SLIDING_SHAPE = (1, 2, 256, 64)   # B, H, S, D: most rows lie well past the window
@@ -69,7 +69,24 @@ def _unwritten(t) -> int:
 
 def _sync(device) -> None:
     if str(device).startswith("cuda"):
-        torch.cuda.synchronize()
+        settle()   # the caller's stream, not the device
+
+
+AGAIN_SEED = 900   # the checker's own q, k, v for running an answer's graph again
+CALL_SEED = 800    # 05.merge_chunks' second call: new values at new addresses
+
+
+def again_line(what: str, changed: str, out: str, why: str) -> str:
+    """The one line for a graph that, run again by the checker on new inputs, does not compute ``out``."""
+    return (f"{what}, run again by the checker on new {changed} (bound by UID, your code not called), does not "
+            f"compute {out} by itself: {why}")
+
+
+def _rerun_why(done) -> str:
+    if done.foreign:
+        return "it reads tensors you made yourself, which did not change with q, k and v"
+    return ("work done after the graph ran (on the host, in another thread, by torch) does not count: let the graph "
+            "compute all of it")
 
 
 # ------------------------------------------------------------------ 05.sliding_window
@@ -116,6 +133,26 @@ def _sliding_window_mistake(o, q, k, v, scale, window, device) -> str | None:
     return _first_match(o, candidates)
 
 
+def band_again(runs, given: dict, o, window: int, n: int, device) -> None:
+    """Run the graph that wrote ``o`` again (``graph_runs.rerun``: the answer's code out of the loop) on the checker's
+    own q, k and v, and require sliding-window attention of them, every element written (``Wrong`` otherwise)."""
+    own = {name: _randn(SLIDING_SHAPE, AGAIN_SEED + 10 * n + i, device, torch.bfloat16) for i, name in enumerate("qkv")}
+    done = rerun(runs, given, dict(o=o), fresh=lambda name, old: own[name])
+    _sync(device)
+    got = done.outputs["o"]
+    missing = _unwritten(got)
+    where = f"window={window}: "
+    if missing:
+        raise Wrong(where + again_line("your graph", "q, k and v", "o", f"{missing} of {got.numel()} elements of o "
+                                       f"were never written — {_rerun_why(done)}"))
+    q, k, v = (done.inputs[name] for name in "qkv")
+    result = agrees(got, _attention(q, k, v, 1 / math.sqrt(q.shape[-1]), band(q.shape[2], window, device=device))[0])
+    if not result.ok:
+        mistake = _sliding_window_mistake(got, q, k, v, 1 / math.sqrt(q.shape[-1]), window, device)
+        raise Wrong(where + again_line("your graph", "q, k and v", "o", f"{mistake or _off(result, 'o differs')} — "
+                                       f"{_rerun_why(done)}"))
+
+
 def grade_sliding_window(answer, *, device="cuda", need_graph: bool = True, classes: tuple | None = None) -> str:
     """Run ``answer(q, k, v, o, window)`` at each of ``SLIDING_WINDOWS`` on fresh inputs with a NaN-poisoned
     ``o``; the result must match sliding-window attention (scale 1/sqrt(D)), and (``need_graph``) the
@@ -147,11 +184,12 @@ def grade_sliding_window(answer, *, device="cuda", need_graph: bool = True, clas
             except Wrong as exc:
                 raise Wrong(where + str(exc)) from None
         result = agrees(o, _attention(q, k, v, scale, band(s, window, device=device))[0])
-        if result.ok:
-            worst = max(worst, result.rel_err)
-            continue
-        mistake = _sliding_window_mistake(o, q, k, v, scale, window, device)
-        raise Wrong(where + (mistake or _off(result, "o differs from sliding-window attention")))
+        if not result.ok:
+            mistake = _sliding_window_mistake(o, q, k, v, scale, window, device)
+            raise Wrong(where + (mistake or _off(result, "o differs from sliding-window attention")))
+        worst = max(worst, result.rel_err)
+        if need_graph:
+            band_again(trace.runs.feeding(o), dict(q=q, k=k, v=v), o, window, n, device)
     return (f"correct — windows {' and '.join(map(str, SLIDING_WINDOWS))} match PyTorch with an explicit mask "
             f"(worst rel err {worst:.1e})")
 
@@ -162,14 +200,14 @@ def check_sliding_window(answer):
 
 
 # ------------------------------------------------------------------ 05.merge_chunks
-def merge_inputs(device):
-    """q, the list of (k, v) chunks, and attn_scale the checker uses."""
+def merge_inputs(device, seed: int = 700):
+    """q, the list of (k, v) chunks, and attn_scale the checker uses (``seed``: another draw, new buffers)."""
     b, h, s, d = MERGE_SHAPE
-    q = _randn(MERGE_SHAPE, 700, device, torch.bfloat16)
+    q = _randn(MERGE_SHAPE, seed, device, torch.bfloat16)
     chunks = []
     for c, (length, gain) in enumerate(zip(MERGE_CHUNK_LENS, MERGE_KEY_GAIN)):
-        k = (_randn((b, h, length, d), 701 + 2 * c, device, torch.float32) * gain).to(torch.bfloat16)
-        chunks.append((k, _randn((b, h, length, d), 702 + 2 * c, device, torch.bfloat16)))
+        k = (_randn((b, h, length, d), seed + 1 + 2 * c, device, torch.float32) * gain).to(torch.bfloat16)
+        chunks.append((k, _randn((b, h, length, d), seed + 2 + 2 * c, device, torch.bfloat16)))
     return q, chunks, MERGE_SCALE / math.sqrt(d)
 
 
@@ -229,6 +267,124 @@ def merged_from_chunks(trace, outputs: dict, chunks) -> None:
                               inputs_through_graphs=tuple(trace.inputs))
 
 
+def sdpa_outputs(run) -> dict:
+    """``{"O": buffer, "Stats": buffer}`` that ``run``'s SDPA node wrote in that execute (those it bound)."""
+    for node in getattr(run.graph, "nodes", None) or []:
+        outputs = getattr(node, "outputs", None) or {}
+        if "O" in outputs:
+            return {name: run.buffers[int(t.uid)] for name, t in outputs.items() if name in ("O", "Stats")
+                    and not getattr(t, "is_virtual", True) and int(t.uid) in run.buffers}
+    return {}
+
+
+def _chunk_runs(runs, chunks) -> list:
+    """For each chunk, the last SDPA execute with Stats that read its k and v."""
+    found = []
+    for k, v in chunks:
+        with_stats = [run for run in runs if "SDPA" in run.node_kinds() and run.reads(k) and run.reads(v)
+                      and _writes_stats(run)]
+        found.append(with_stats[-1])
+    return found
+
+
+def chunk_graphs_again(runs, q, chunks, scale, device) -> None:
+    """Run each chunk's SDPA graph again on the checker's own q, k and v (``graph_runs.rerun``) and require its O and
+    Stats to be that chunk's attention and log-sum-exp: a graph patched afterwards, or one that does part of the
+    work, fails here (``Wrong`` naming the chunk)."""
+    for c, (run, (k, v)) in enumerate(zip(_chunk_runs(runs, chunks), chunks), 1):
+        own = {"q": _randn(tuple(q.shape), AGAIN_SEED + 10 * c, device, torch.bfloat16),
+               "k": _randn(tuple(k.shape), AGAIN_SEED + 10 * c + 1, device, torch.bfloat16),
+               "v": _randn(tuple(v.shape), AGAIN_SEED + 10 * c + 2, device, torch.bfloat16)}
+        done = rerun([run], dict(q=q, k=k, v=v), sdpa_outputs(run), fresh=lambda name, old: own[name])
+        _sync(device)
+        want_o, want_stats = _attention(done.inputs["q"], done.inputs["k"], done.inputs["v"], scale)
+        for name, want in (("O", want_o), ("Stats", want_stats)):
+            got = done.outputs.get(name)
+            result = agrees(got, want.reshape(got.shape)) if got is not None else None
+            if result is not None and not result.ok:
+                raise Wrong(again_line(f"chunk {c}'s cuDNN graph", "q, k and v", name,
+                                       f"{_off(result, name + ' differs from its attention')} — {_rerun_why(done)}"))
+
+
+class ChunkSwap:
+    """``graph_runs.recording`` hooks for a call of the answer: right after each chunk's SDPA execute (one that read
+    a chunk's k and v and wrote Stats), check that it computed attention over THIS call's q, k and v, then put the
+    checker's own values in its O and Stats buffers (O random, Stats moved by up to a few units): the answer's merge
+    must then follow them."""
+
+    def __init__(self, q, chunks, scale, seed: int):
+        self.q, self.chunks, self.scale = q, chunks, scale
+        self.gen = torch.Generator().manual_seed(seed)
+        self.swapped: dict = {}   # chunk index -> (O, Stats) the checker wrote last
+        self.stale: str | None = None   # what the first stale execute did, in the learner's terms
+
+    def before(self) -> None:
+        pass
+
+    def after(self) -> None:
+        pass
+
+    def capturing(self) -> bool:
+        return False
+
+    def executed(self, run) -> None:
+        buffers = sdpa_outputs(run)
+        if "SDPA" not in run.node_kinds() or "Stats" not in buffers or "O" not in buffers:
+            return
+        for c, (k, v) in enumerate(self.chunks):
+            if run.reads(k) and run.reads(v):
+                break
+        else:
+            self.stale = self.stale or ("your cuDNN SDPA graphs read other k and v than this call's: they still read "
+                                        "an earlier call's tensors")
+            return
+        o, stats = buffers["O"], buffers["Stats"]
+        want_o, want_stats = _attention(self.q, k, v, self.scale)
+        if self.stale is None and not (agrees(o, want_o).ok and agrees(stats, want_stats.reshape(stats.shape)).ok):
+            self.stale = (f"chunk {c + 1}'s cuDNN graph did not compute attention over them: it still reads an "
+                          f"earlier call's tensors")
+        new_o = torch.randn(tuple(o.shape), generator=self.gen).to(device=o.device, dtype=o.dtype)
+        new_stats = (stats.detach().float().cpu() + 3 * torch.rand(tuple(stats.shape), generator=self.gen))
+        o.copy_(new_o)
+        stats.copy_(new_stats.to(device=stats.device, dtype=stats.dtype))
+        self.swapped[c] = (new_o.double(), new_stats.double())
+
+    def merged(self) -> tuple:
+        """(o, stats) the exact merge of the values put in, float64."""
+        outs = [self.swapped[c] for c in sorted(self.swapped)]
+        lses = torch.stack([lse.reshape(*lse.shape[:3], 1) for _, lse in outs])
+        total = torch.logsumexp(lses, dim=0)
+        return sum(torch.exp(lse - total) * o for (o, _), lse in zip(outs, lses)), total
+
+
+def merge_follows_the_graphs(answer, device, classes: tuple | None = None) -> None:
+    """Call ``answer`` again on new q and chunks (new values, new buffers); each chunk graph must compute attention
+    over this call's tensors, and (o, stats) must be the merge of what the chunk graphs wrote — the checker swaps its
+    own values in right after each chunk's execute (``ChunkSwap``): a merge done elsewhere (numpy, a worker thread,
+    torch over all keys next to a merge multiplied by zero) does not follow them."""
+    q, chunks, scale = merge_inputs(device, seed=CALL_SEED)
+    swap = ChunkSwap(q, chunks, scale, seed=CALL_SEED)
+    with recording(classes=classes, hooks=swap):
+        got = answer(q, chunks, scale)
+    _sync(device)
+    if swap.stale is not None:
+        raise Wrong(f"called again with a new q and new chunks, {swap.stale} (a graph kept from the first call?) — "
+                    f"bind each call's q, k and v")
+    missing = [c for c in range(1, len(chunks) + 1) if c - 1 not in swap.swapped]
+    if missing:
+        raise Wrong(f"called again with a new q and new chunks, no cuDNN SDPA graph with Stats ran over chunk "
+                    f"{missing[0]}: one forward per chunk at every call")
+    if not isinstance(got, (tuple, list)) or len(got) != 2:
+        raise Wrong(f"called again, your function returned {type(got).__name__}, not (o, stats)")
+    o, stats = got
+    want_o, want_stats = swap.merged()
+    for name, out, want in (("o", o, want_o), ("stats", stats, want_stats)):
+        if not agrees(out, want.to(out.device)).ok:
+            raise Wrong(f"your {name} did not follow the chunks' cuDNN results: when the checker changed the O and "
+                        f"Stats your chunk graphs wrote, {name} did not change with them — merge what each chunk's "
+                        f"graph wrote, not a result computed elsewhere (numpy, another thread, torch over all keys)")
+
+
 def _writes_stats(run) -> bool:
     """Whether ``run``'s SDPA node has a Stats output bound in that execute's variant pack."""
     for node in getattr(run.graph, "nodes", None) or []:
@@ -283,9 +439,11 @@ def grade_merge_chunks(answer, *, device="cuda", need_graphs: bool | None = None
     if not s_result.ok:
         mistake = _merge_stats_mistake(stats, q, chunks, scale, want_stats)
         raise Wrong(mistake or _off(s_result, "o is right but stats differs from the log-sum-exp over all keys"))
-    if need_graphs:   # the right numbers: now who computed them
+    if need_graphs:   # the right numbers: now who computed them, and whether the graphs and the merge do it alone
         chunk_graphs_ran(trace.runs, chunks)
         merged_from_chunks(trace, dict(o=o, stats=stats), chunks)
+        chunk_graphs_again(trace.runs, q, chunks, scale, device)
+        merge_follows_the_graphs(answer, device, classes)
     return (f"correct — {len(chunks)} chunks merged: o rel err {o_result.rel_err:.1e}, stats rel err "
             f"{s_result.rel_err:.1e} against attention over all keys")
 

@@ -16,6 +16,7 @@ from helpers.graphs import build, workspace_for
 from helpers.handles import get_handle
 from helpers.libcudnn import load_cudnn
 from . import NotDone, Wrong, agrees, checker, grading_setup, inputs
+from .graph_runs import StreamOrder
 from .provenance import tracing
 
 UIDS = {"a": 11, "b": 12, "c": 13}   # the exercise's contract: the reloading side knows only these
@@ -64,15 +65,11 @@ def _blame(result, what: str) -> str:
 
 
 # ---------------------------------------------------------------- 06.round_trip
-@checker("06.round_trip")
-def check_round_trip(answer) -> str:
-    """Runs the answer on our tensors (c must be written by the graph it returns: ``graph_runs``); then reloads
-    ITS bytes into a graph of ours and feeds that graph by UID only, and feeds the graph it returned by UID too —
-    each time with new data, poisoned output, vs torch."""
-    cudnn = load_cudnn(need_gpu=False)
-    t = _operands(seed=1)
-    with tracing(dict(a=t["a"], b=t["b"]), snapshot=True) as trace, trace.answer():
-        result = answer(t["a"], t["b"], t["c"])
+AGAIN = dict(m=96, k=48, n=64)   # the second call's shapes: every dimension larger than SHAPE's
+
+
+def _returned(result):
+    """``(blob as bytes, reloaded graph)`` from what ``round_trip`` returned, or NotDone / Wrong in one line."""
     if result is None or result is Ellipsis:
         raise NotDone("not done yet — round_trip returns nothing; return (blob, reloaded)")
     if not isinstance(result, tuple) or len(result) != 2:
@@ -87,13 +84,45 @@ def check_round_trip(answer) -> str:
     if reloaded.nodes:
         raise Wrong(f"the graph you returned holds {len(reloaded.nodes)} op(s) of its own, so it is the graph you "
                     "built (or you deserialized into it); deserialize into a fresh, empty cudnn.pygraph")
-    first = _verdict(t)
-    if not first.ok:
-        raise Wrong(_blame(first, "after your run") + "; execute the reloaded graph with {uid: tensor}")
-    # c must be what the reloaded graph wrote, from a and b: not torch's a @ b next to a reload that never ran.
+    return blob, reloaded
+
+
+def _written_by(trace, t: dict, reloaded) -> None:
+    """c must be what the reloaded graph wrote, from a and b: not torch's a @ b next to a reload that never ran,
+    nor a result something changed after the graph wrote it."""
     how = "execute the reloaded graph with {uid: tensor} so that it writes c"
     trace.require_graph_output(t["c"], "c", inputs=("a", "b"), by=reloaded, how=how)
     trace.runs.require_written(t["c"], "c", by=reloaded, how=how)
+
+
+@checker("06.round_trip")
+def check_round_trip(answer) -> str:
+    """Runs the answer on our tensors (c must be written by the graph it returns: ``graph_runs``), and again on
+    tensors of other shapes; then reloads ITS first bytes into a graph of ours and feeds that graph by UID only, and
+    feeds the graph it returned by UID too — each time with new data, poisoned output, vs torch."""
+    cudnn = load_cudnn(need_gpu=False)
+    t = _operands(seed=1)
+    order = StreamOrder() if t["a"].is_cuda else None   # the caller's stream: torch's current one now
+    with tracing(dict(a=t["a"], b=t["b"]), snapshot=True, order=order) as trace, trace.answer():
+        result = answer(t["a"], t["b"], t["c"])
+    blob, reloaded = _returned(result)
+    if order is not None:
+        order.require_ordered("c", how="or execute on the current stream")   # waits for the caller's stream only
+    first = _verdict(t)
+    if not first.ok:
+        raise Wrong(_blame(first, "after your run") + "; execute the reloaded graph with {uid: tensor}")
+    _written_by(trace, t, reloaded)
+
+    # Called again on other tensors (larger in every dimension, so a stale plan stays inside them): new buffers,
+    # new values, another shape; the answer must build, serialize and reload for them.
+    u = _operands(seed=6, **AGAIN)
+    with tracing(dict(a=u["a"], b=u["b"]), snapshot=True) as trace, trace.answer():
+        _, reloaded_again = _returned(answer(u["a"], u["b"], u["c"]))
+    again = _verdict(u)
+    if not again.ok:
+        raise Wrong(_blame(again, f"called again with other tensors (a {list(u['a'].shape)}, b {list(u['b'].shape)})")
+                    + " — build, serialize and reload for each call's tensors, not the first call's")
+    _written_by(trace, u, reloaded_again)
 
     # Only the bytes travel to another process: reload them into a graph of ours, fed by the UIDs alone.
     ours = cudnn.pygraph(handle=get_handle())
@@ -171,7 +200,8 @@ def check_load_or_build(answer) -> str:
     cases += [("an entry for another graph (another shape: another key)",
                dict(fingerprint=here, key=other_key, plan=other_plan), "build"),
               ("no entry (None)", None, "build")]
-    for what, entry, want in cases:
+    for n, (what, entry, want) in enumerate(cases):
+        t = _operands(seed=40 + n)      # new values in new buffers for every case
         handed = _matmul_graph(t)
         with tracing() as trace, trace.answer():
             got = answer(None if entry is None else dict(entry, fingerprint=dict(entry["fingerprint"])), handed)
@@ -197,7 +227,6 @@ def check_load_or_build(answer) -> str:
             raise Wrong(f"it loaded {what}, but built a plan first ({len(built)} build(s) on "
                         f"{'the graph handed in' if any(g is handed for g in built) else 'another graph'}): the point "
                         "of a cache hit is no build at all — check the entry before building anything")
-        t["c"].fill_(float("nan"))
         _run_by_uid(got, t)
         result = _verdict(t)
         if not result.ok:

@@ -1,15 +1,19 @@
 """Notebook 08's exercises: CUDA graphs around cuDNN plans.
 
 ``08.capture_two``   record two different cuDNN graphs (an up-projection with GELU, then a down-projection
-                     with SiLU) into ONE ``torch.cuda.CUDAGraph``, driving a raw handle the learner binds.
+                     with SiLU) into ONE ``torch.cuda.CUDAGraph``, driving a raw handle the learner binds
+                     (unbound in cuDNN itself before the answer runs). Replayed twice, on a new x each time.
 ``08.serve``         run requests through a captured graph: new input into the static buffer, replay, a copy
-                     of the output per request.
+                     of the output per request. The requests are written on the caller's stream behind a GPU
+                     wait, and the outputs copied on it at once: work on a stream not ordered with the caller's
+                     shows, with no device-wide synchronize to hide it.
 ``08.swap_weights``  cuDNN's native CUDA-graph API: repoint a populated graph at new weights with
-                     ``update_cuda_graph`` and make the executable graph follow.
+                     ``update_cuda_graph`` and make the executable graph follow; called twice, with weights in a
+                     new buffer each time.
 
 Each checker builds its own tiny graphs and buffers, poisons what the GPU must write, and compares with PyTorch in
-fp32. The verdicts are pure functions (``capture_verdict``, ``serve_verdict``, ``swap_verdict``), tested without a
-GPU.
+fp32. The verdicts are pure functions (``capture_verdict``, ``serve_verdict``, ``stream_order_problem``,
+``swap_verdict``, ``second_swap_verdict``), tested without a GPU.
 """
 from __future__ import annotations
 
@@ -26,12 +30,16 @@ from helpers.features import gate
 from helpers.graphs import build, workspace_for
 from helpers.handles import get_handle
 from helpers.libcudnn import load_cudnn
-from . import NotDone, Wrong, agrees, checker, inputs
+from . import NotDone, Wrong, agrees, checker, inputs, internals
+from .graph_runs import stream_slip
 from .provenance import tracing
 
 TOKENS, HIDDEN, WIDE = 16, 64, 128      # the two-graph MLP: x [1,16,64] -> h [1,16,128] -> y [1,16,64]
+REPLAYS = 2                             # 08.capture_two: replays of the returned graph, each on a new x
 SWAP_TOKENS, SWAP_HIDDEN = 16, 256      # the native-API layer: the shape notebook 08 runs it at
 REQUESTS = 4
+HOLD_CYCLES = 40_000_000                # 08.serve: the caller's stream busy this long (≈ 20 ms) before the requests
+REPLAY_CYCLES = 2_000_000               # ... and each replay's stream this long (≈ 1 ms) before the replay
 
 
 # ---------------------------------------------------------------- shared set-up (GPU)
@@ -47,7 +55,7 @@ def _raw_handle():
     if index not in _RAW_HANDLES:
         _RAW_HANDLES[index] = cudnn.create_handle()
     handle = _RAW_HANDLES[index]
-    cudnn.set_stream(handle, 0)
+    internals.bind_stream(handle, 0)   # in cuDNN itself: an answer may have assigned the Python attribute only
     return handle
 
 
@@ -135,13 +143,18 @@ def _off_by(out, ref, tol=None) -> str:
 
 
 # ---------------------------------------------------------------- 08.capture_two
-def capture_verdict(*, empty: bool, h, h_ref, y, y_ref, tol: float | None = None) -> str:
+def capture_verdict(*, empty: bool, h, h_ref, y, y_ref, tol: float | None = None, h_stale=None) -> str:
     """What one replay on fresh input says about a capture (h and y were poisoned before the replay).
-    ``tol``: the course's tolerance for the outputs' dtype unless given."""
+    ``tol``: the course's tolerance for the outputs' dtype unless given; ``h_stale``: h for the x that was in mlp.x
+    at capture time (a capture that does not read mlp.x replays that)."""
     if empty or (_all_nan(h) and _all_nan(y)):
         said = " (torch warned 'The CUDA Graph is empty')" if empty else ""
         raise Wrong(f"the replay wrote neither h nor y{said}: bind mlp.handle to the capture stream inside the "
                     "capture — cudnn.set_stream(mlp.handle, torch.cuda.current_stream().cuda_stream)")
+    if h_stale is not None and _matches(h, h_stale, tol) and not _matches(h, h_ref, tol):
+        raise Wrong("h after the replay is the result for the x that was in mlp.x when you captured, not for the new "
+                    "x written there before the replay: what you captured does not read mlp.x — record mlp.up's "
+                    "execute with mlp.up_pack as given (it binds mlp.x itself)")
     if not _matches(h, h_ref, tol):
         raise Wrong(f"h is wrong after the replay ({_off_by(h, h_ref, tol)}): mlp.up must read mlp.x")
     if _all_nan(y):
@@ -150,6 +163,22 @@ def capture_verdict(*, empty: bool, h, h_ref, y, y_ref, tol: float | None = None
     if not _matches(y, y_ref, tol):
         raise Wrong(f"y is wrong after the replay ({_off_by(y, y_ref, tol)})")
     return f"correct — one CUDA graph replays both cuDNN graphs, rel err {_compare(y, y_ref, tol).rel_err:.1e}"
+
+
+def capture_stream_problem(runs) -> str | None:
+    """Why the executes recorded during a capture (``runs``: ``GraphRun``s) did not all launch on one stream that
+    cuDNN's handle was really bound to (one line), or None: an assigned ``stream`` attribute, or an execute issued
+    before the handle was bound to the capture stream (it ran at once, on another stream, and is not in the graph)."""
+    for run in runs:
+        if run.stream is not None and run.stream_attribute is not None and run.stream != run.stream_attribute:
+            return stream_slip(run, run.stream_attribute, want_name="the capture stream") + \
+                " — inside the capture: cudnn.set_stream(mlp.handle, torch.cuda.current_stream().cuda_stream)"
+    streams = list(dict.fromkeys(run.stream for run in runs if run.stream is not None))
+    if len(streams) > 1:
+        return (f"during the capture your executes ran on {len(streams)} streams ({', '.join(map(str, streams))}): "
+                "the ones before the handle was bound to the capture stream ran at once and are not in the CUDA "
+                "graph — bind mlp.handle to the capture stream first, then execute mlp.up and mlp.down")
+    return None
 
 
 def replayed_graphs(trace, mlp, h, y) -> None:
@@ -176,30 +205,43 @@ def check_capture_two(capture_two):
         if not isinstance(recorded, torch.cuda.CUDAGraph):
             raise Wrong(f"capture_two returned a {type(recorded).__name__}, not the torch.cuda.CUDAGraph it recorded")
         empty = any("CUDA Graph is empty" in str(w.message) for w in caught)
-        x_new = _randn(mlp.gen, *x.shape, dtype=mlp.dtype)
-        x.copy_(x_new)
-        poison_(h)
-        poison_(y)
-        try:
-            recorded.replay()
-            torch.cuda.synchronize()
-        except RuntimeError as exc:
-            raise Wrong(f"replaying the returned graph failed — was it captured? ({str(exc).splitlines()[0][:80]})")
-    h_ref, y_ref = mlp_reference(mlp, x_new)
-    message = capture_verdict(empty=empty, h=h, h_ref=h_ref, y=y, y_ref=y_ref)
-    replayed_graphs(trace, mlp, h, y)
-    return message
+        problem = capture_stream_problem([run for run in trace.runs if run.captured])
+        if problem:
+            raise Wrong(problem)
+        h_stale = mlp_reference(mlp, x.clone())[0]   # what a capture that does not read mlp.x would replay
+        replayed = []
+        for replay in range(REPLAYS):   # every replay on a new x: h and y must follow it each time
+            x_new = _randn(mlp.gen, *x.shape, dtype=mlp.dtype)
+            x.copy_(x_new)
+            poison_(h)
+            poison_(y)
+            try:
+                recorded.replay()
+                torch.cuda.synchronize()
+            except RuntimeError as exc:
+                raise Wrong(f"replaying the returned graph failed — was it captured? "
+                            f"({str(exc).splitlines()[0][:80]})")
+            h_ref, y_ref = mlp_reference(mlp, x_new)
+            verdict = capture_verdict(empty=empty, h=h, h_ref=h_ref, y=y, y_ref=y_ref, h_stale=h_stale)
+            replayed.append(verdict)
+            replayed_graphs(trace, mlp, h, y)
+    return replayed[0]
 
 
 # ---------------------------------------------------------------- 08.serve
 class CountingGraph:
-    """A captured graph that counts its replays: the checker's view of what ``serve`` did."""
+    """A captured graph that counts its replays and notes the stream each was launched on: the checker's view of
+    what ``serve`` did. Each replay first keeps its stream busy for ``hold`` GPU cycles, so that work which is not
+    ordered with the caller's stream shows (``stream_order_problem``)."""
 
-    def __init__(self, graph):
-        self._graph, self.replays = graph, 0
+    def __init__(self, graph, hold: int = 0):
+        self._graph, self.replays, self.streams, self._hold = graph, 0, set(), hold
 
     def replay(self):
         self.replays += 1
+        self.streams.add(torch.cuda.current_stream().cuda_stream)
+        if self._hold:
+            internals.gpu_sleep(self._hold)
         self._graph.replay()
 
     def __getattr__(self, name):
@@ -248,6 +290,27 @@ def serve_verdict(outputs, refs, *, stale_ref, y_static, replays: int, tol: floa
     raise Wrong(f"output {bad} is wrong ({_off_by(outputs[bad], refs[bad], tol)})")
 
 
+def _same_bits(a, b) -> bool:
+    return (a.shape == b.shape and a.dtype == b.dtype
+            and torch.equal(a.contiguous().view(torch.uint8), b.contiguous().view(torch.uint8)))
+
+
+def stream_order_problem(seen_by_caller, outputs, *, elsewhere: bool) -> str | None:
+    """Why ``serve``'s work was not ordered with the stream it was called on (one line), or None. The checker wrote
+    the requests on that stream behind a GPU wait, and copied each output on it as soon as ``serve`` returned
+    (``seen_by_caller``), before waiting for the device; ``elsewhere``: some replay ran on another stream."""
+    if elsewhere and any(_all_nan(out) for out in outputs):
+        return ("serve read the requests before they were ready: the checker wrote them on the stream serve was "
+                "called on, and your replays ran on another stream that did not wait for it — "
+                "side.wait_stream(torch.cuda.current_stream()) first, or replay on the current stream")
+    late = next((i for i, (seen, out) in enumerate(zip(seen_by_caller, outputs)) if not _same_bits(seen, out)), None)
+    if late is not None:
+        return (f"output {late} was not ready on the stream serve was called on: your work ran on another stream "
+                "and serve returned without making the caller's stream wait for it — end with "
+                "torch.cuda.current_stream().wait_stream(side), or replay on the current stream")
+    return None
+
+
 def served_by_replays(trace, mlp, outputs) -> None:
     """``Wrong`` in one line unless every output holds what a replay of the captured mlp.down wrote, computed from
     its own request, with nothing torch computed on the way (torch's MLP, or the cuDNN graphs executed directly
@@ -262,26 +325,40 @@ def served_by_replays(trace, mlp, outputs) -> None:
 
 @checker("08.serve")
 def check_serve(serve):
+    """The requests are written on the caller's stream behind a GPU wait and each replay's stream waits a little
+    first, with no device-wide synchronize between: serve must order its work after the caller's and the caller's
+    after its own (``stream_order_problem``). Then the outputs (``serve_verdict``) and who wrote them."""
     require_gpu()
     mlp = make_mlp(seed=2)
     x_static, y_static = mlp.x, mlp.y          # kept: serve may rebind the names on mlp
     with tracing() as trace:
-        recorded = CountingGraph(_record_mlp(mlp))
+        recorded = CountingGraph(_record_mlp(mlp), hold=REPLAY_CYCLES)
         x_before = _randn(mlp.gen, *x_static.shape, dtype=mlp.dtype)
         x_static.copy_(x_before)
         poison_(y_static)
-        torch.cuda.synchronize()
         requests = [_randn(mlp.gen, *x_static.shape, dtype=mlp.dtype) for _ in range(REQUESTS)]
         refs = [mlp_reference(mlp, r)[1] for r in requests]
-        handed = [r.clone() for r in requests]
-        for i, request in enumerate(handed):
-            trace.input(f"request {i}", request)
+        handed = [poison_(torch.empty_like(r)) for r in requests]
+        torch.cuda.synchronize()
+        for i, (request, given) in enumerate(zip(requests, handed)):
+            trace.input(f"request {i}", given)
+        caller = torch.cuda.current_stream()
+        internals.gpu_sleep(HOLD_CYCLES)       # the requests are not ready until the caller's stream gets there
+        for request, given in zip(requests, handed):
+            given.copy_(request)
         with trace.answer():
             outputs = serve(mlp, recorded, handed)
+        listed = None if outputs is None or outputs is Ellipsis else list(outputs)
+        tensors = listed is not None and all(isinstance(out, torch.Tensor) for out in listed)
+        seen_by_caller = [out.clone() for out in listed] if tensors else None   # on the caller's stream, no wait
         torch.cuda.synchronize()
-    message = serve_verdict(outputs, refs, stale_ref=mlp_reference(mlp, x_before)[1], y_static=y_static,
-                            replays=recorded.replays)
-    served_by_replays(trace, mlp, list(outputs))
+    if tensors:
+        problem = stream_order_problem(seen_by_caller, listed, elsewhere=bool(recorded.streams - {caller.cuda_stream}))
+        if problem:
+            raise Wrong(problem)
+    message = serve_verdict(listed if listed is not None else outputs, refs,
+                            stale_ref=mlp_reference(mlp, x_before)[1], y_static=y_static, replays=recorded.replays)
+    served_by_replays(trace, mlp, listed)
     return message
 
 
@@ -361,14 +438,8 @@ def check_swap_weights(swap_weights):
     cuda_graph, x, w_old, b, y = layer.cuda_graph, layer.x, layer.w, layer.b, layer.y   # the answer may rebind them
     w_old_copy = w_old.clone()
     w_new = _randn(layer.gen, *w_old.shape, scale=SWAP_HIDDEN ** -0.5, dtype=layer.dtype)
-    returned = swap_weights(layer, w_new)
-    torch.cuda.synchronize()
-    if returned is None or returned is Ellipsis:
-        raise NotDone("not done yet — swap_weights returned nothing; return the executable graph to launch")
-    executable = isinstance(returned, (int, cudart.cudaGraphExec_t)) or hasattr(returned, "getPtr")
-    if isinstance(returned, (bool, str, torch.Tensor)) or not executable:
-        raise Wrong(f"swap_weights returned a {type(returned).__name__}, not the executable graph "
-                    "(cudaGraphExec_t) to launch")
+    returned = _swapped(swap_weights(layer, w_new), cudart)
+    latest = returned                      # the executable graph the checker destroys at the end
     try:
         launched = _launch(cudart, returned, y)
         probe = cuda_call(cudart.cudaGraphInstantiate(cuda_graph, 0))
@@ -380,12 +451,43 @@ def check_swap_weights(swap_weights):
         w_newer = _randn(layer.gen, *w_old.shape, scale=SWAP_HIDDEN ** -0.5, dtype=layer.dtype)
         w_new.copy_(w_newer)
         reread = _launch(cudart, returned, y)
-        return swap_verdict(old_weights_intact=bool(torch.equal(w_old, w_old_copy)), launched=launched,
-                            ref_new=ref_new, ref_old=_layer_reference(x, w_old_copy, b), fresh=fresh,
-                            reread=reread, ref_reread=_layer_reference(x, w_newer, b))
+        message = swap_verdict(old_weights_intact=bool(torch.equal(w_old, w_old_copy)), launched=launched,
+                               ref_new=ref_new, ref_old=_layer_reference(x, w_old_copy, b), fresh=fresh,
+                               reread=reread, ref_reread=_layer_reference(x, w_newer, b))
+        # called again on the layer as it now is, with other weights in a new buffer: it must repoint again
+        layer.graph_exec, layer.cuda_graph = returned, cuda_graph
+        w_second = _randn(layer.gen, *w_old.shape, scale=SWAP_HIDDEN ** -0.5, dtype=layer.dtype)
+        latest = _swapped(swap_weights(layer, w_second), cudart)
+        again = _launch(cudart, latest, y)
+        second_swap_verdict(again, ref_second=_layer_reference(x, w_second, b),
+                            ref_first=_layer_reference(x, w_newer, b))
+        return message
     finally:
-        cudart.cudaGraphExecDestroy(returned)   # the answer's executable graph (the layer's, or a new one)
+        cudart.cudaGraphExecDestroy(latest)   # the answer's executable graph (the layer's, or a new one)
         cudart.cudaGraphDestroy(cuda_graph)
+
+
+def _swapped(returned, cudart):
+    """What ``swap_weights`` returned, once the device is idle: an executable graph, else NotDone or Wrong."""
+    torch.cuda.synchronize()
+    if returned is None or returned is Ellipsis:
+        raise NotDone("not done yet — swap_weights returned nothing; return the executable graph to launch")
+    executable = isinstance(returned, (int, cudart.cudaGraphExec_t)) or hasattr(returned, "getPtr")
+    if isinstance(returned, (bool, str, torch.Tensor)) or not executable:
+        raise Wrong(f"swap_weights returned a {type(returned).__name__}, not the executable graph "
+                    "(cudaGraphExec_t) to launch")
+    return returned
+
+
+def second_swap_verdict(again, *, ref_second, ref_first, tol: float | None = None) -> None:
+    """``Wrong`` in one line unless a second ``swap_weights`` call, with other weights in a new buffer, launches
+    with them (``again``: layer.y after that launch)."""
+    if _matches(again, ref_second, tol):
+        return
+    if _matches(again, ref_first, tol):
+        raise Wrong("called a second time with another w_new (new values in a new buffer), the launch still read the "
+                    "first call's w_new: repoint the graph at the w_new of every call")
+    raise Wrong(f"called a second time with another w_new, the output is wrong ({_off_by(again, ref_second, tol)})")
 
 
 # ---- reference solutions: H.grade_solution grades these; the hand-out (tools/student.py) cuts the file here

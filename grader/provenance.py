@@ -418,11 +418,13 @@ def _built(trace: Trace, what: str, depth: list) -> Callable:
 
 @contextmanager
 def tracing(inputs: dict | None = None, *, snapshot: bool = False, classes: tuple | None = None,
-            cuda_graph_classes: tuple | None = None, cache_classes: tuple | None = None) -> Iterator[Trace]:
+            cuda_graph_classes: tuple | None = None, cache_classes: tuple | None = None,
+            order=None) -> Iterator[Trace]:
     """Log everything a grading runs (module docstring) for the block, ``inputs`` (name -> tensor) named as the
     exercise's; everything wrapped comes back on leaving, whatever happens inside. ``snapshot``: ``graph_runs``' copy
     of each output after its execute (not inside a capture). ``classes``, ``cuda_graph_classes``, ``cache_classes``:
-    what to watch (default the cuDNN ``pygraph``, ``torch.cuda.CUDAGraph``, the frontend's kernel cache)."""
+    what to watch (default the cuDNN ``pygraph``, ``torch.cuda.CUDAGraph``, the frontend's kernel cache); ``order``:
+    a ``graph_runs.StreamOrder`` that holds each launch made off the caller's stream."""
     graphs = classes if classes is not None else internals.graph_classes()
     if cuda_graph_classes is None:
         cuda_graph_classes = internals.cuda_graph_classes()
@@ -439,6 +441,7 @@ def tracing(inputs: dict | None = None, *, snapshot: bool = False, classes: tupl
     wraps += [(cls, name, _built(trace, what, depth)) for cls in graphs for name, what in internals.BUILDS.items()]
     wraps += [(cls, internals.CACHE_LOAD, _then(lambda cache, *a, **k: trace.cache_loads.append(
         (cache, a[0] if a else k.get("data"))))) for cls in cache_classes]
-    with internals.wrapped(wraps), recording(snapshot=snapshot, classes=graphs, hooks=trace, runs=trace.runs):
+    with internals.wrapped(wraps), recording(snapshot=snapshot, classes=graphs, hooks=trace, runs=trace.runs,
+                                                      order=order):
         with internals.dispatch_mode(lambda *op: None if trace.paused else trace.torch_op(*op)):
             yield trace

@@ -96,11 +96,60 @@ def test_stream_verdict_names_the_stream_the_graph_ran_on():
         nb01.stream_verdict(writer(9), stream=7, current=0)
 
 
+def test_an_assigned_stream_attribute_is_named_not_taken_at_its_word():
+    """The record keeps cuDNN's backend stream (``stream``) apart from the Python handle's attribute: an answer that
+    assigned ``handle.stream`` ran where the backend says, and the line says why."""
+    from types import SimpleNamespace
+
+    run = SimpleNamespace(stream=0, stream_attribute=7)
+    with pytest.raises(X.Wrong) as caught:
+        nb01.stream_verdict(SimpleNamespace(origin=SimpleNamespace(run=run)), stream=7, current=0)
+    assert str(caught.value).startswith("the graph ran on stream 0, not on `stream`: the handle's `stream` attribute "
+                                        "says `stream`, but cuDNN's handle was never bound to it — call "
+                                        "cudnn.set_stream(handle, stream.cuda_stream)")
+
+
+def test_every_launch_must_be_on_stream_not_only_the_last():
+    from grader.graph_runs import GraphRun, require_on_stream
+
+    first_elsewhere = [GraphRun(None, stream=0, stream_attribute=0), GraphRun(None, stream=7, stream_attribute=7)]
+    with pytest.raises(X.Wrong, match=r"^an earlier launch of your graph ran on the current stream, not on `stream`"):
+        require_on_stream(first_elsewhere, 7, current=0)
+
+
+def _cpu_fresh(seed=1):
+    gen = torch.Generator().manual_seed(seed)
+    return lambda *shape, scale=1.0: (torch.randn(*shape, generator=gen) * scale).to(BF16)
+
+
+def test_the_bias_makes_half_the_columns_strongly_negative():
+    b = nb01.separating_bias(_cpu_fresh())
+    assert b.shape == (1, 1, nb01.N) and b.dtype == BF16
+    assert (b[..., 1::2] < -6).all() and (b[..., ::2].abs() < 1.5).all()
+
+
+@pytest.mark.parametrize("slope", [0.002, 0.005, 0.02])
+def test_a_nearby_activation_a_fraction_of_a_per_cent_off_on_negative_inputs_is_told_apart(slope):
+    """With the checker's inputs a leaky ReLU of slope 0.2 % is outside the bf16 tolerance; its line says where."""
+    fresh = _cpu_fresh()
+    x, w, b = fresh(2, 96, 64), fresh(2, 64, 80, scale=64**-0.5), nb01.separating_bias(fresh)
+    pre = torch.bmm(x.double(), w.double()) + b.double()
+    right = torch.relu(pre.float()).to(BF16)
+    assert X.agrees(right, torch.relu(pre)).ok and nb01.negatives_not_zero(right, pre) is None
+    leaky = torch.nn.functional.leaky_relu(pre.float(), slope).to(BF16)
+    assert not X.agrees(leaky, torch.relu(pre)).ok
+    assert nb01.negatives_not_zero(leaky, pre).startswith(
+        "y is right where X @ W + b > 0 but not where it is negative: ReLU gives exactly 0 there, yours gives values "
+        "from -")
+    assert nb01.negatives_not_zero(pre.to(BF16), pre) is not None          # no ReLU at all: the checker names that first
+    assert nb01.negatives_not_zero(torch.relu(pre.float() + 1).to(BF16), pre) is None   # wrong where positive: not this
+
+
 # ------------------------------------------------------------------ CPU: the notebook's cells
 
 
 # ------------------------------------------------------------------ GPU: real answers through the checkers
-def _built(x, w, b, y, *, bias=True, relu=True, out_dtype=None, build=True, inputs=None):
+def _built(x, w, b, y, *, bias=True, relu=True, out_dtype=None, build=True, inputs=None, slope=None):
     """A matmul(+bias)(+relu) graph over x, w, b (or over ``inputs``), optionally stopped before build_plans."""
     cudnn = H.load_cudnn()
     g = cudnn.pygraph(io_data_type=x.dtype, compute_data_type=torch.float32, handle=H.get_handle())
@@ -110,7 +159,7 @@ def _built(x, w, b, y, *, bias=True, relu=True, out_dtype=None, build=True, inpu
     if bias:
         out = g.add(out, tb)
     if relu:
-        out = g.relu(out)
+        out = g.relu(out) if slope is None else g.relu(out, negative_slope=slope)
     out.set_output(True).set_data_type(cudnn.datatypes.torch_to_cudnn_data_type(out_dtype or x.dtype))
     g.validate()
     g.build_operation_graph()
@@ -203,6 +252,45 @@ def torch_computes_y_graph_writes_scratch(x, w, b, y):
     return _built(x, w, b, torch.empty_like(y))
 
 
+def leaky_relu_two_per_cent(x, w, b, y):
+    """A nearby activation: 2 % of the input on the negative side instead of 0."""
+    return _built(x, w, b, y, slope=0.02)
+
+
+def leaky_relu_half_a_per_cent(x, w, b, y):
+    return _built(x, w, b, y, slope=0.005)
+
+
+def host_result_through_a_zero_matmul(x, w, b, y):
+    """The work done on the host (numpy), fed to a graph that multiplies by zeros and adds it: the graph "writes" y."""
+    import numpy as np
+
+    done = np.maximum(x.float().cpu().numpy() @ w.float().cpu().numpy() + b.float().cpu().numpy(), 0)
+    fed = torch.from_numpy(done).to(device="cuda", dtype=x.dtype)
+    return _built(x, w, b, y, inputs=(x, torch.zeros_like(w), fed))
+
+
+def handle_stream_assigned_not_set(graph, pack, workspace, stream):
+    """Assigns the handle's attribute instead of calling cudnn.set_stream: cuDNN still launches on the current
+    stream (ahead of the work queued on `stream`)."""
+    handle = H.get_handle()
+    handle.stream = stream.cuda_stream
+    graph.execute(pack, workspace, handle=handle)
+
+
+def first_on_the_current_stream_then_on_stream(graph, pack, workspace, stream):
+    graph.execute(pack, workspace, handle=H.get_handle())   # too early: ahead of what `stream` holds
+    with torch.cuda.stream(stream):
+        graph.execute(pack, workspace, handle=H.get_handle())
+
+
+def on_a_side_stream_of_its_own(graph, pack, workspace, stream):
+    """Launches on a new stream that waits for nothing: unordered with the work queued on `stream`."""
+    side = torch.cuda.Stream()
+    with torch.cuda.stream(side):
+        graph.execute(pack, workspace, handle=H.get_handle())
+
+
 def launched_on_stream_then_current_waits(graph, pack, workspace, stream):
     """A right answer: launch on `stream`, then make the current stream wait for it (no host wait)."""
     with torch.cuda.stream(stream):
@@ -235,6 +323,17 @@ WRONG = [
     ("01.run_on_stream", own_handle_never_bound,
      "the graph ran on the current stream, not on `stream`|your function waited for the GPU|your code raised"),
     ("01.run_on_stream", never_ran, "y was never written"),
+    # issue 50: the nearby activation (inputs that separate it), the host's work fed in, the stream by the backend
+    ("01.matmul_bias_relu", leaky_relu_two_per_cent, "y is right where X @ W \\+ b > 0 but not where it is negative"),
+    ("01.matmul_bias_relu", leaky_relu_half_a_per_cent, "y is right where X @ W \\+ b > 0 but not where it is negative"),
+    ("01.matmul_bias_relu", host_result_through_a_zero_matmul, "y matches the first inputs, not the new values"),
+    ("01.run_on_stream", handle_stream_assigned_not_set,
+     "the graph ran on stream \\d+, not on `stream`: the handle's `stream` attribute says `stream`, but cuDNN's "
+     "handle was never bound to it"),
+    ("01.run_on_stream", first_on_the_current_stream_then_on_stream,
+     "an earlier launch of your graph ran on the current stream, not on `stream`"),
+    ("01.run_on_stream", on_a_side_stream_of_its_own,
+     "the graph ran on stream \\d+, not on `stream`: work launched there is not ordered after"),
 ]
 
 

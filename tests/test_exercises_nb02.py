@@ -4,6 +4,7 @@ and call an unfilled skeleton "not done".
 On CPU: the grading logic (which mistake a wrong output matches, unwritten outputs, the kernel count) and
 the notebook's own skeleton cells. On a GPU: real answers, right and wrong, run through the checkers.
 """
+import re
 from pathlib import Path
 
 import pytest
@@ -230,6 +231,153 @@ def test_dx_must_come_from_one_dgrad_graph_that_read_dy_w_and_x(dgrad_t, answer,
     assert str(caught.value).startswith(message), str(caught.value)
 
 
+# ------------------------------------------------------------------ CPU: near misses, the graph run again, a second call
+@pytest.mark.parametrize("key, pre_of", [
+    ("02.residual_block", lambda t: nb02._conv64(t) + t["b"].double() + t["r"].double()),
+    ("02.folded_bn", lambda t: nb02._conv64(t) * t["scale"].double() + t["shift"].double()),
+])
+def test_the_rerun_inputs_separate_a_leaky_relu_that_the_first_inputs_let_pass(key, pre_of):
+    """On the first call's inputs half the pre-activations are negative, and a leaky ReLU (slope 0.01) is about 1 %
+    off: inside bf16's tolerance. The checker's own inputs for running the graph again shift b (or shift) so that
+    most are negative: the same leak is off by about 20 %, and is named."""
+    first = nb02.tensors(dtype=torch.bfloat16, device="cpu")
+    again = nb02.rerun_tensors(dtype=torch.bfloat16, device="cpu")
+    assert rel_error(F.leaky_relu(pre_of(first), 0.01), torch.relu(pre_of(first))) < tolerance(torch.bfloat16)
+    pre = pre_of(again)
+    assert rel_error(F.leaky_relu(pre, 0.01), torch.relu(pre)) > 10 * tolerance(torch.bfloat16)
+    assert 0.01 < (pre > 0).double().mean() < 0.1, "some positive values remain: the ReLU's pass side is graded too"
+    references = EXERCISES[key]
+    with pytest.raises(X.Wrong, match=r"^the ReLU lets negative values through: they come out times 0.01 \(a leaky "
+                                      r"ReLU\) — use graph.relu with no negative_slope$"):
+        nb02.grade_fused(key, F.leaky_relu(pre, 0.01).to(torch.bfloat16), again, references, nb02.grade)
+    right, _ = references(again)
+    assert nb02.grade_fused(key, right.to(torch.bfloat16), again, references, nb02.grade) < tolerance(torch.bfloat16)
+
+
+def test_the_references_come_from_a_copy_taken_before_the_answer_ran(cpu_tensors):
+    """An answer that zeroes r after leaving it out of its output must not make the reference agree with it."""
+    t = {k: v.clone() for k, v in cpu_tensors.items()}
+    first = nb02.private_copy(t, "y")
+    t["r"].zero_()   # what such an answer would do to its argument
+    assert torch.equal(first["r"], cpu_tensors["r"]) and "y" not in first
+
+
+def test_a_second_call_names_the_first_calls_inputs_it_still_reads(cpu_tensors):
+    references, inputs = nb02.residual_references, ("x", "w", "b", "r")
+    first = nb02.private_copy(cpu_tensors, "y")
+    now = nb02.private_copy(nb02.tensors(dtype=torch.bfloat16, device="cpu", seed=nb02.SECOND_SEED), "y")
+    cases = [(inputs, "called a second time with new x, w, b and r, your function wrote the first call's y again: it "
+                      "still reads the first call's inputs (a graph or copies kept from the first call) — bind the "
+                      "tensors of each call in the variant pack"),
+             (("w",), "called a second time with new x, w, b and r, your y followed the new x, b and r but not the "
+                      "new w: it still reads the first call's w (kept from the first call) — bind every tensor of "
+                      "each call in the variant pack"),
+             (("w", "b", "r"), "called a second time with new x, w, b and r, your y followed the new x but not the "
+                               "new w, b and r: it still reads the first call's w, b and r")]
+    for stale, message in cases:
+        out = references({**now, **{n: first[n] for n in stale}})[0].to(torch.bfloat16)
+        found = nb02.stale_inputs(out, now, first, inputs, references)
+        assert found == stale
+        assert nb02.stale_message("y", found, inputs).startswith(message)
+    assert nb02.stale_inputs(references(now)[0].neg().to(torch.bfloat16), now, first, inputs, references) is None
+
+
+def _cached(build_pack):
+    """An answer (torch, on the CPU) that keeps what ``build_pack(x, w, b, r)`` returns on its first call and
+    computes the residual block from it and the tensors of each call: the stand-in of a cached graph."""
+    kept = {}
+
+    def residual_block(x, w, b, r, y):
+        held = kept.setdefault("pack", build_pack(x, w, b, r))
+        now = dict(x=x, w=w, b=b, r=r)
+        x, w, b, r = (held.get(n, now[n]) for n in "xwbr")
+        y.copy_(torch.relu(F.conv2d(x, w, padding=1) + b + r))
+    return residual_block
+
+
+@pytest.mark.parametrize("answer, message", [
+    (_cached(lambda x, w, b, r: dict(x=x.clone(), w=w.clone(), b=b.clone(), r=r.clone())),
+     "called a second time with new x, w, b and r, your function wrote the first call's y again"),
+    (_cached(lambda x, w, b, r: dict(w=w, b=b)), "called a second time with new x, w, b and r, your y followed the "
+                                                 "new x and r but not the new w and b"),
+    (lambda x, w, b, r, y: y.copy_(torch.relu(F.conv2d(x, w, padding=1) + b + r) * (1 if x.sum() > 0 else 0.5)),
+     "on a second call with new x, w, b and r: the output is wrong"),
+], ids=["copies_taken_at_the_first_call", "w_and_b_kept", "right_once"])
+def test_the_second_call_grades_new_values_at_new_addresses(answer, message):
+    """The checker's second call (on the CPU: no kernel count) gives new values in new buffers: an answer that keeps
+    the first call's tensors, or copies of them, writes a stale y and is told which it still reads."""
+    first = nb02.private_copy(nb02.tensors(dtype=torch.float32, device="cpu"), "y")
+    answer(*(nb02.tensors(dtype=torch.float32, device="cpu")[n] if n != "y" else torch.empty(8, 64, 28, 28)
+             for n in ("x", "w", "b", "r", "y")))   # the first call, as the checker makes it
+    with X.grading_on("cpu"), pytest.raises(X.Wrong) as caught:
+        nb02._second_call(answer, "02.residual_block", ("x", "w", "b", "r", "y"), "y", first,
+                          nb02.residual_references, nb02.tensors, nb02.grade, count=False)
+    assert str(caught.value).startswith(message), str(caught.value)
+
+
+def _dgrad_then_in_a_thread(step):
+    """An answer whose stand-in graph writes the unmasked dgrad into dx (binding x, read by nothing), then lets a
+    worker thread, which the tracer does not see, apply ``step(dx, x)``."""
+    import threading
+
+    def answer(dy, w, x, dx):
+        _dgrad_stand_in(masked=False, reads_x=True).execute({1: dy, 2: w, 3: x, 4: dx})
+        worker = threading.Thread(target=step, args=(dx, x))
+        worker.start()
+        worker.join()
+    return answer
+
+
+def _zeroed_plus_outside(dy, w, x, dx):
+    """The right node times zero, plus a result computed outside the graph (an input, uid 5, made by torch with the
+    tracer paused, as numpy on the host would): the stand-in writes 0 * dgrad * mask + z."""
+    def fn(dy, w, x, z):
+        return {"dx": 0 * F.conv_transpose2d(dy, w, padding=1) * (x > 0) + z}
+
+    import threading
+    made = []
+    worker = threading.Thread(target=lambda: made.append((F.conv_transpose2d(dy, w, padding=1) * (x > 0))))
+    worker.start()
+    worker.join()
+    StandInGraph(fn, {"dy": 1, "w": 2, "x": 3, "z": 5}, {"dx": 4}, kind="CONV_DGRAD").execute(
+        {1: dy, 2: w, 3: x, 5: made[0], 4: dx})
+
+
+@pytest.mark.parametrize("answer, message", [
+    (_dgrad_then_in_a_thread(lambda dx, x: dx.mul_(x > 0)),
+     r"^your graph, run again by the checker on new dy, w and x \(bound by UID, your code not called\), does not "
+     r"compute dx by itself: the ReLU backward is missing: dx is conv_dgrad\(dy, w\) alone.* — work done after the "
+     r"graph ran \(on the host, in another thread, by torch\) does not count: do all of it inside the graph$"),
+    (_zeroed_plus_outside,
+     r"^your graph, run again by the checker on new dy, w and x .*does not compute dx by itself: dx is wrong: rel err "
+     r".* — it reads 1 tensor you made yourself, which did not change with the inputs: a result computed outside "
+     r"the graph \(on the host, in another thread\), or a copy of an input, does not count$"),
+], ids=["masked_in_a_thread", "zero_times_the_node_plus_a_result_from_outside"])
+def test_the_graph_that_wrote_dx_is_run_again_on_the_checkers_own_inputs(dgrad_t, answer, message):
+    """Work the tracer cannot see (a worker thread; a result made outside and fed in as an input, the graph's own
+    node multiplied by zero) gives the right dx and passes the trace; run again by UID on new inputs, the graph
+    alone does not compute dx."""
+    t = {k: v.float() for k, v in dgrad_t.items()}
+    names = ("dy", "w", "x", "dx")
+
+    def traced(answer):
+        u = dict(t, dx=torch.full_like(t["dx"], float("nan")))
+        with tracing(dict((n, u[n]) for n in names[:3]), classes=(StandInGraph,), cuda_graph_classes=(),
+                     cache_classes=()) as trace:
+            with trace.answer():
+                answer(*(u[n] for n in names))
+        nb02.grade_dx(u["dx"], *nb02.dgrad_drelu_references(u))
+        nb02.require_fused(trace, u, names, out="dx", kinds=("CONV_DGRAD",))   # the trace is satisfied
+        with X.grading_on("cpu"):
+            return nb02.graph_again(trace, "02.dgrad_drelu", u, names, "dx", nb02.dgrad_drelu_references,
+                                    nb02.dgrad_rerun_tensors, nb02.grade_dx)
+
+    assert traced(lambda dy, w, x, dx: _dgrad_stand_in().execute({1: dy, 2: w, 3: x, 4: dx})) < 1e-3
+    with pytest.raises(X.Wrong) as caught:
+        traced(answer)
+    assert re.match(message, str(caught.value)), str(caught.value)
+
+
 # ------------------------------------------------------------------ CPU: the notebook's cells
 
 
@@ -421,6 +569,226 @@ def dgrad_by_torchs_cudnn_op(dy, w, x, dx):
     """torch's own cuDNN transposed convolution (dgrad), masked by torch."""
     dgrad = torch.cudnn_convolution_transpose(dy, w, (1, 1), (0, 0), (1, 1), (1, 1), 1, False, False, False)
     dx.copy_(dgrad * (x > 0))
+
+
+# ---- work done where the tracer does not look: numpy on the host, torch in a worker thread, a node times zero
+def _host(t):
+    """A tensor's values in a float64 numpy array on the host (through copies only)."""
+    return t.detach().cpu().double().numpy()   # to the host first: no cast kernel on the GPU
+
+
+def _numpy_conv(x, w):
+    """conv2d(x, w, padding=1) in numpy (float64, logical NCHW): nine shifted matrix products."""
+    import numpy as np
+
+    n, c, h, wd = x.shape
+    padded = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)))
+    out = np.zeros((n, w.shape[0], h, wd))
+    for i in range(3):
+        for j in range(3):
+            out += np.einsum("kc,nchw->nkhw", w[:, :, i, j], padded[:, :, i:i + h, j:j + wd], optimize=True)
+    return out
+
+
+def _numpy_dgrad(dy, w):
+    """conv_dgrad(dy, w) in numpy: the convolution of dy with w's K and C swapped and its taps flipped."""
+    return _numpy_conv(dy, w.transpose(1, 0, 2, 3)[:, :, ::-1, ::-1])
+
+
+def _in_a_thread(work):
+    """Run ``work()`` in a worker thread and wait for it: torch there is not seen by the checker's tracer."""
+    import threading
+
+    worker = threading.Thread(target=work)
+    worker.start()
+    worker.join()
+
+
+def _written_in_a_thread(out, values):
+    """Write the host array ``values`` into ``out`` from a worker thread (a copy to the GPU, no kernel)."""
+    def work():
+        out.copy_(torch.from_numpy(values).to(out.dtype).contiguous(memory_format=NHWC))
+    _in_a_thread(work)
+
+
+def _from_host(values, like):
+    """The host array ``values`` as a tensor like ``like`` (dtype, NHWC, device), through copies only."""
+    return torch.from_numpy(values).to(like.dtype).contiguous(memory_format=NHWC).to(like.device)
+
+
+def _zero_like_k(y):
+    return torch.zeros(1, y.shape[1], 1, 1, device=y.device, dtype=y.dtype).contiguous(memory_format=NHWC)
+
+
+def residual_relu_on_the_host(x, w, b, r, y):
+    """The graph writes conv + b + r; numpy takes the ReLU on the host and a worker thread writes it into y."""
+    g, io = _graph(x)
+    io.output("y", g.add(g.bias(_conv(g, io, x, w), io.input("b", b, layout=NHWC)), io.input("r", r, layout=NHWC)),
+              y)
+    _run_graph(g, io)
+    _written_in_a_thread(y, _host(y).clip(min=0))
+
+
+def residual_node_times_zero_plus_numpy(x, w, b, r, y):
+    """The whole block in numpy, fed in as z; the graph's convolution multiplied by zero: relu(0·conv + b + r + z)
+    with z = block − b − r."""
+    block = (_numpy_conv(_host(x), _host(w)) + _host(b) + _host(r)).clip(min=0)
+    z = _from_host(block - _host(b) - _host(r), y)
+    g, io = _graph(x)
+    zeroed = g.scale(_conv(g, io, x, w), io.input("zero", _zero_like_k(y), layout=NHWC))
+    summed = g.add(g.add(g.bias(zeroed, io.input("b", b, layout=NHWC)), io.input("r", r, layout=NHWC)),
+                   io.input("z", z, layout=NHWC))
+    io.output("y", g.relu(summed), y)
+    _run_graph(g, io)
+
+
+def bn_relu_on_the_host(x, w, scale, shift, y):
+    g, io = _graph(x)
+    scaled = g.scale(_conv(g, io, x, w), io.input("scale", scale, layout=NHWC))
+    io.output("y", g.bias(scaled, io.input("shift", shift, layout=NHWC)), y)
+    _run_graph(g, io)
+    _written_in_a_thread(y, _host(y).clip(min=0))
+
+
+def bn_node_times_zero_plus_numpy(x, w, scale, shift, y):
+    layer = (_numpy_conv(_host(x), _host(w)) * _host(scale) + _host(shift)).clip(min=0)
+    z = _from_host(layer, y)
+    g, io = _graph(x)
+    folded = g.bias(g.scale(_conv(g, io, x, w), io.input("scale", scale, layout=NHWC)),
+                    io.input("shift", shift, layout=NHWC))
+    zeroed = g.mul(folded, io.input("zero", _zero_like_k(y), layout=NHWC))
+    io.output("y", g.relu(g.add(zeroed, io.input("z", z, layout=NHWC))), y)
+    _run_graph(g, io)
+
+
+def dgrad_half_the_batch_on_the_host(dy, w, x, dx):
+    """The reference graph on the first half of the batch (views at dy's, x's and dx's own addresses); numpy computes
+    the other half on the host and a worker thread writes it."""
+    half = dy.shape[0] // 2
+    g, io = _graph(dy)
+    mask = io.input("x", x[:half], layout=NHWC)
+    io.output("dx", g.relu_backward(_dgrad(g, io, dy[:half], w), mask), dx[:half])
+    _run_graph(g, io)
+    _written_in_a_thread(dx[half:], _numpy_dgrad(_host(dy[half:]), _host(w)) * (_host(x[half:]) > 0))
+
+
+def dgrad_node_times_zero_plus_numpy(dy, w, x, dx):
+    """relu_backward(0·dgrad + z, x) with z the masked dgrad from numpy."""
+    z = _from_host(_numpy_dgrad(_host(dy), _host(w)) * (_host(x) > 0), dx)
+    g, io = _graph(dy)
+    zeroed = g.scale(_dgrad(g, io, dy, w), io.input("zero", _zero_like_k(dx), layout=NHWC))
+    io.output("dx", g.relu_backward(g.add(zeroed, io.input("z", z, layout=NHWC)), io.input("x", x, layout=NHWC)), dx)
+    _run_graph(g, io)
+
+
+# ---- inputs read once: a graph cached on the first call, bound to that call's tensors (or to copies of them)
+def _cached_answer(name: str, key: str, names: tuple, rebound: tuple, copies: bool = False):
+    """An answer to ``key`` that runs the reference graph built on its first call and, on later calls, rebinds only
+    ``rebound`` (the output among them); ``copies``: the graph was built on copies taken at the first call."""
+    kept = {}
+
+    def answer(*tensors):
+        given = dict(zip(names, tensors))
+        if "graph" not in kept:
+            built = {n: (t.clone() if copies and n in names[:-1] else t) for n, t in given.items()}
+            kept["graph"] = _reference_graph(key, built)
+        g, io = kept["graph"]
+        g.execute(io.pack(**{n: given[n] for n in rebound}), H.workspace_for(g), handle=H.get_handle())
+
+    answer.__name__ = name
+    return answer
+
+
+def _reference_graph(key, t):
+    """The reference answer's graph for ``key`` on the tensors ``t``, built: (graph, io)."""
+    if key == "02.dgrad_drelu":
+        g, io = _graph(t["dy"])
+        io.output("dx", g.relu_backward(_dgrad(g, io, t["dy"], t["w"]), io.input("x", t["x"], layout=NHWC)), t["dx"])
+    elif key == "02.residual_block":
+        g, io = _graph(t["x"])
+        pre = g.add(g.bias(_conv(g, io, t["x"], t["w"]), io.input("b", t["b"], layout=NHWC)),
+                    io.input("r", t["r"], layout=NHWC))
+        io.output("y", g.relu(pre), t["y"])
+    else:
+        g, io = _graph(t["x"])
+        pre = g.bias(g.scale(_conv(g, io, t["x"], t["w"]), io.input("scale", t["scale"], layout=NHWC)),
+                     io.input("shift", t["shift"], layout=NHWC))
+        io.output("y", g.relu(pre), t["y"])
+    H.build(g)
+    return g, io
+
+
+RESIDUAL, BN, DGRAD = ("x", "w", "b", "r", "y"), ("x", "w", "scale", "shift", "y"), ("dy", "w", "x", "dx")
+AGAIN = "your graph, run again by the checker on new {} (bound by UID, your code not called), does not compute {} by " \
+        "itself: "
+SECOND = "called a second time with new {}, your "
+READ_ONCE = [
+    ("02.residual_block", _cached_answer("residual_graph_cached_rebinding_only_y", "02.residual_block", RESIDUAL,
+                                         ("y",)), SECOND.format("x, w, b and r") + "function wrote the first call's y"),
+    ("02.residual_block", _cached_answer("residual_graph_cached_rebinding_x_and_y", "02.residual_block", RESIDUAL,
+                                         ("x", "y")),
+     SECOND.format("x, w, b and r") + "y followed the new x but not the new w, b and r: it still reads the first "
+                                      "call's w, b and r"),
+    ("02.residual_block", _cached_answer("residual_graph_on_copies_taken_at_the_first_call", "02.residual_block",
+                                         RESIDUAL, ("x", "y"), copies=True), AGAIN.format("x, w, b and r", "y")),
+    ("02.folded_bn", _cached_answer("bn_graph_cached_rebinding_only_y", "02.folded_bn", BN, ("y",)),
+     SECOND.format("x, w, scale and shift") + "function wrote the first call's y"),
+    ("02.folded_bn", _cached_answer("bn_graph_cached_rebinding_x_shift_and_y", "02.folded_bn", BN,
+                                    ("x", "shift", "y")),
+     SECOND.format("x, w, scale and shift") + "y followed the new x and shift but not the new w and scale"),
+    ("02.folded_bn", _cached_answer("bn_graph_on_copies_taken_at_the_first_call", "02.folded_bn", BN,
+                                    ("x", "y"), copies=True), AGAIN.format("x, w, scale and shift", "y")),
+    ("02.dgrad_drelu", _cached_answer("dgrad_graph_cached_rebinding_only_dx", "02.dgrad_drelu", DGRAD, ("dx",)),
+     SECOND.format("dy, w and x") + "function wrote the first call's dx"),
+    ("02.dgrad_drelu", _cached_answer("dgrad_graph_cached_rebinding_dy_and_dx", "02.dgrad_drelu", DGRAD,
+                                      ("dy", "dx")),
+     SECOND.format("dy, w and x") + "dx followed the new dy but not the new w and x"),
+    ("02.dgrad_drelu", _cached_answer("dgrad_graph_on_copies_taken_at_the_first_call", "02.dgrad_drelu", DGRAD,
+                                      ("dy", "dx"), copies=True), AGAIN.format("dy, w and x", "dx")),
+]
+OUTSIDE_THE_TRACE = [
+    ("02.residual_block", residual_relu_on_the_host,
+     AGAIN.format("x, w, b and r", "y") + "the ReLU is missing: the output is conv + b + r (rel err "),
+    ("02.residual_block", residual_node_times_zero_plus_numpy,
+     AGAIN.format("x, w, b and r", "y") + "the output is wrong: rel err "),
+    ("02.folded_bn", bn_relu_on_the_host,
+     AGAIN.format("x, w, scale and shift", "y") + "the ReLU is missing: the output is conv * scale + shift (rel err "),
+    ("02.folded_bn", bn_node_times_zero_plus_numpy, AGAIN.format("x, w, scale and shift", "y") + "the output is wrong"),
+    ("02.dgrad_drelu", dgrad_half_the_batch_on_the_host,
+     AGAIN.format("dy, w and x", "dx") + "200704 of 401408 elements of dx were never written (still NaN)"),
+    ("02.dgrad_drelu", dgrad_node_times_zero_plus_numpy, AGAIN.format("dy, w and x", "dx") + "dx is wrong: rel err "),
+]
+
+
+@requires_gpu
+@pytest.mark.parametrize("key, answer, message", OUTSIDE_THE_TRACE, ids=[c[1].__name__ for c in OUTSIDE_THE_TRACE])
+def test_work_the_tracer_cannot_see_fails_when_the_graph_runs_again_alone(key, answer, message):
+    """The right y, one kernel, a graph with every node reading every input: only running that graph again on the
+    checker's own inputs shows that it does not compute y by itself (the rest was numpy, a thread, or fed in)."""
+    got = refused(key, answer)
+    if answer is dgrad_node_times_zero_plus_numpy and got.startswith("your code raised"):
+        pytest.skip(f"cuDNN refuses a pointwise chain between dgrad and its ReLU backward here: {got}")
+    assert got.startswith(message), got
+    if "times_zero" in answer.__name__:
+        assert re.search(r" — it reads \d tensors? you made yourself", got), got
+
+
+@requires_gpu
+def test_a_leaky_relu_in_the_graph_is_named_on_the_checkers_own_inputs():
+    """1 % off on the first call's inputs (inside bf16's tolerance); far off on the checker's, where most
+    pre-activations are negative."""
+    def residual_block(x, w, b, r, y):
+        g, io = _graph(x)
+        pre = g.add(g.bias(_conv(g, io, x, w), io.input("b", b, layout=NHWC)), io.input("r", r, layout=NHWC))
+        io.output("y", g.relu(pre, negative_slope=0.01), y)
+        _run_graph(g, io)
+
+    got = refused("02.residual_block", residual_block)
+    assert got.startswith(AGAIN.format("x, w, b and r", "y") + "the ReLU lets negative values through: they come out "
+                                                               "times 0.01 (a leaky ReLU)"), got
+
+
+test_an_answer_that_reads_its_inputs_once_fails_the_second_call = rejects_each(READ_ONCE)
 
 
 WRONG = [

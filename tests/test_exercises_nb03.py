@@ -4,6 +4,7 @@ and call an unfilled skeleton "not done".
 On CPU: the returned index is validated (type, range) before anything runs, and the notebook's own skeleton
 cells. On a GPU: real answers, right and wrong, through the checkers (they time plans, so they need one).
 """
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -95,6 +96,141 @@ def test_the_plans_an_answer_runs_are_recorded_with_their_indices():
     with pytest.raises(X.Wrong, match=r"^it returned plan 0 after running 2 of the 3 plans that build here \(not "
                                       r"plan 0\)"):
         nb03.require_timed(returned, _table(["timed"] * 3), runs.plans_of(graph))
+
+
+# ------------------------------------------------------------------ CPU: the race the checker sets (issue 50)
+def _timed_table(medians, results=None):
+    import pandas as pd
+
+    results = results or ["timed"] * len(medians)
+    return pd.DataFrame({"name": [f"eng{i}" for i in range(len(medians))], "result": results,
+                         "check": ["PASS"] * len(medians), "median_ms": medians}).rename_axis("plan")
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_race_holds_every_plan_but_a_fast_one_that_an_untimed_pick_never_returns(seed):
+    import random
+
+    table = _timed_table([0.02, 0.03, 0.025, 0.04, 0.021, 2.0, 0.022, 0.05])
+    refused = nb03.refused_plans(table)
+    winner, holds = nb03.race_holds(table, refused, random.Random(seed))
+    usable = [i for i in range(len(table)) if i not in refused]
+    assert winner in usable and winner != usable[0]              # never the first plan that builds
+    assert table.loc[winner, "median_ms"] <= nb03.WINNER_WITHIN * min(table.loc[usable[1:], "median_ms"])
+    assert set(holds) == set(usable) - {winner}                  # every other plan is held
+    base = max(nb03.HOLD_FACTOR * table.loc[winner, "median_ms"], nb03.HOLD_MIN_MS)
+    assert all(base <= ms <= 2 * base for ms in holds.values())
+    raced = {i: table.loc[i, "median_ms"] + holds.get(i, 0) for i in usable}
+    assert min(raced, key=raced.get) == winner and sorted(raced.values())[1] >= 3 * raced[winner]
+
+
+def test_a_graph_whose_only_timed_plan_is_the_first_has_no_race():
+    import random
+
+    assert nb03.race_holds(_timed_table([0.02]), [], random.Random(0)) == (None, {})
+
+
+def test_rank_correlation():
+    assert nb03.rank_correlation({0: 1, 1: 2, 2: 3}, {0: 10, 1: 20, 2: 30}) == pytest.approx(1.0)
+    assert nb03.rank_correlation({0: 1, 1: 2, 2: 3}, {0: 30, 1: 20, 2: 10}) == pytest.approx(-1.0)
+    assert np.isnan(nb03.rank_correlation({0: 1.0, 1: 1.0}, {0: 1, 1: 2}))
+
+
+def _measured_table():
+    return _timed_table([0.3, 0.02, 0.25, 0.32, 0.28, 9.0], ["timed"] * 5 + ["cut off"])
+
+
+def _counts(runs=14):
+    return Counter({i: runs for i in range(5)} | {5: 1}), Counter({i: 1 for i in range(6)})
+
+
+def _benchmarked(table, noise=0.0):
+    return [({i}, 0, float(table.loc[i, "median_ms"]) * (1 + noise * ((-1) ** i))) for i in range(6)]
+
+
+def test_an_answer_that_timed_each_plans_executes_passes():
+    table = _measured_table()
+    executes, builds = _counts()
+    nb03.require_measured(table, executes, builds, _benchmarked(table, noise=0.02))
+    nb03.require_measured(table, executes, builds, [])     # its own timer: the counts still hold
+
+
+@pytest.mark.parametrize("case, message", [
+    ("benchmark of the build", "you timed the build: an H.benchmark call ran build_plan_at_index (13 builds) and no "
+                               "plan — build each plan once, then time execute_plan_at_index"),
+    ("built more than run", "plan 0 was built 13 times and run 1: you timed the build — build each plan once, then "
+                            "time execute_plan_at_index"),
+    ("one run a plan", "plan 0 ran 1 time: that is not a timing — time each plan over several runs (H.benchmark's "
+                       "warmup and iters), then pick"),
+    ("made-up times", "the times H.benchmark gave you do not follow the plans' speeds: rank correlation -0.90 with "
+                      "the checker's own timing of the same 5 plans (want at least 0.6) — time each plan's own "
+                      "execute_plan_at_index"),
+    ("constant times", "the times H.benchmark gave you do not follow the plans' speeds: rank correlation undefined "
+                       "(your times are all equal)"),
+])
+def test_an_answer_that_did_not_time_the_executes_is_refused_in_one_line(case, message):
+    table = _measured_table()
+    executes, builds = _counts()
+    benchmarked = _benchmarked(table)
+    if case == "benchmark of the build":
+        benchmarked = [(set(), 13, 1.5)] + benchmarked
+    elif case == "built more than run":
+        builds[0], executes[0] = 13, 1
+    elif case == "one run a plan":
+        executes = Counter({i: 1 for i in range(6)})
+    elif case == "made-up times":
+        benchmarked = [({i}, 0, ms) for i, ms in enumerate([0.1, 0.5, 0.2, 0.05, 0.3, 9.0])]
+    elif case == "constant times":
+        benchmarked = [({i}, 0, 0.1) for i in range(6)]
+    with pytest.raises(X.Wrong) as caught:
+        nb03.require_measured(table, executes, builds, benchmarked)
+    assert str(caught.value).startswith(message), str(caught.value)
+
+
+def test_a_plan_near_the_cut_off_may_run_once():
+    """A plan the answer's H.benchmark cut off after one run (max_ms) but the checker timed in full is not "one run"."""
+    table = _timed_table([0.3, 0.02, 0.25, 0.32, 0.28, 4.0])
+    executes, builds = _counts()
+    executes[5] = 1
+    nb03.require_measured(table, executes, builds, [])
+
+
+def test_what_h_benchmark_gave_the_answer_is_seen_plan_by_plan(monkeypatch):
+    """``benchmarks_seen`` wraps H.benchmark (here a CPU stand-in) and notes the plans each call ran and its median."""
+    from types import SimpleNamespace
+
+    from grader.graph_runs import recording
+    from helpers.timing import per_call
+    from tests.support import StandInGraph
+
+    import helpers
+    monkeypatch.setattr(helpers, "benchmark", lambda fn, **kw: (fn(), SimpleNamespace(median_ms=0.5))[1])
+    monkeypatch.setattr(per_call, "benchmark", helpers.benchmark)
+    graph = StandInGraph(lambda x: {"y": x}, {"x": 1}, {"y": 2})
+    pack, builds = {1: torch.ones(2), 2: torch.zeros(2)}, Counter()
+    with recording(detail=False, classes=(StandInGraph,)) as runs, nb03.benchmarks_seen(graph, runs, builds) as seen:
+        helpers.benchmark(lambda: graph.execute_plan_at_index(pack, None, index=3))
+        per_call.benchmark(lambda: builds.update([4]))             # a "build" and no execute
+    assert seen == [({3}, 0, 0.5), (set(), 1, 0.5)]
+    assert helpers.benchmark.__name__ == "<lambda>"               # put back on leaving
+
+
+@pytest.mark.parametrize("builds, executes, message", [
+    ({7: 1}, {}, None),
+    ({"all": 1, 7: 1}, {}, "you called build_plans, which builds the heuristic's candidates: replaying a saved choice "
+                           "builds the saved plan alone — build_plan_at_index(its index)"),
+    ({0: 1, 1: 1, 7: 1}, {}, "you built 3 plans (plan 0, 1 besides plan 7): replaying a saved choice builds the saved "
+                             "plan alone, not the candidates again"),
+    ({7: 1}, {7: 5}, "you ran plan 7 while replaying: a saved choice is rebuilt as saved, without timing the "
+                     "candidates again"),
+])
+def test_a_saved_choice_is_replayed_not_tuned_again(builds, executes, message):
+    if message is None:
+        nb03.require_replayed(7, Counter(builds), Counter(executes))
+        return
+    with pytest.raises(X.Wrong) as caught:
+        nb03.require_replayed(7, Counter(builds), Counter(executes))
+    assert str(caught.value) == message
 
 
 # ------------------------------------------------------------------ CPU: the notebook's cells
@@ -199,7 +335,80 @@ def first_built_after_timing_one(graph, pack):
             return i
 
 
+def _each_plan_that_builds(graph):
+    return [i for i in range(graph.get_execution_plan_count()) if _builds(graph, i)]
+
+
+def constant_timings(graph, pack):
+    """Runs every plan three times but times nothing: every plan "takes" 1 ms, so the first wins."""
+    handle, medians = H.get_handle(), {}
+    for i in _each_plan_that_builds(graph):
+        ws = H.workspace_for(graph, plan=i)
+        for _ in range(3):
+            graph.execute_plan_at_index(pack, ws, index=i, handle=handle)
+        medians[i] = 1.0
+    return min(medians, key=medians.get)
+
+
+def made_up_table(graph, pack):
+    """Times every plan with H.benchmark, then picks from a table of its own making (rising with the index)."""
+    _medians(graph, pack)
+    made_up = {i: 0.01 * (1 + i) for i in _each_plan_that_builds(graph)}
+    return min(made_up, key=made_up.get)
+
+
+def build_timed_with_benchmark(graph, pack):
+    """H.benchmark of build_plan_at_index, each plan then run once so that every plan "ran"."""
+    handle, medians = H.get_handle(), {}
+    for i in range(graph.get_execution_plan_count()):
+        try:
+            medians[i] = H.benchmark(lambda i=i: graph.build_plan_at_index(i), warmup=1, iters=3).median_ms
+        except Exception:
+            continue
+        graph.execute_plan_at_index(pack, H.workspace_for(graph, plan=i), index=i, handle=handle)
+    return min(medians, key=medians.get)
+
+
+def build_timed_by_hand(graph, pack):
+    """The host's clock around build_plan_at_index; each plan then run once."""
+    import time
+
+    handle, seconds = H.get_handle(), {}
+    for i in range(graph.get_execution_plan_count()):
+        t0 = time.perf_counter()
+        if not _builds(graph, i):
+            continue
+        seconds[i] = time.perf_counter() - t0
+        graph.execute_plan_at_index(pack, H.workspace_for(graph, plan=i), index=i, handle=handle)
+    return min(seconds, key=seconds.get)
+
+
+def rebuilds_every_candidate(graph, choice):
+    """Plans with the saved modes and builds every candidate (policy ALL), then finds the saved one by name."""
+    cudnn = H.load_cudnn()
+    _plan_with_saved_modes(graph, choice)
+    graph.build_plans(cudnn.build_plan_policy.ALL)
+    names = [graph.get_plan_name_at_index(i) for i in range(graph.get_execution_plan_count())]
+    return names.index(choice["plan_name"])
+
+
+def builds_each_candidate_to_find_it(graph, choice):
+    _plan_with_saved_modes(graph, choice)
+    _each_plan_that_builds(graph)
+    names = [graph.get_plan_name_at_index(i) for i in range(graph.get_execution_plan_count())]
+    return names.index(choice["plan_name"])
+
+
 WRONG = [
+    # issue 50: the race the checker sets, the executes it counts, the builds it counts
+    ("03.fastest_plan", constant_timings, r"is the first plan that builds, but plan \d+ is|is the slowest plan|% more "
+                                          r"than the fastest"),
+    ("03.fastest_plan", made_up_table, r"is the first plan that builds, but plan \d+ is|is the slowest plan|% more "
+                                       r"than the fastest"),
+    ("03.fastest_plan", build_timed_with_benchmark, r"^you timed the build: an H.benchmark call ran build_plan_at_index"),
+    ("03.fastest_plan", build_timed_by_hand, r"^plan \d+ ran 1 time: that is not a timing"),
+    ("03.replay_choice", rebuilds_every_candidate, r"^you called build_plans, which builds the heuristic's candidates"),
+    ("03.replay_choice", builds_each_candidate_to_find_it, r"^you built \d+ plans \(plan "),
     ("03.fastest_plan", position_among_built, r"^plan \d+ does not build on the checker's graph .* not its position "
                                               r"among the plans that built|% more than the fastest|is the first plan that builds, but"),
     ("03.fastest_plan", torch_timed_instead, r"^it returned plan 0 without running any plan"),
@@ -236,6 +445,64 @@ def test_a_timed_pick_of_the_heuristics_first_choice_passes_only_within_the_nois
 def test_an_engine_replayed_without_its_knobs_is_not_the_saved_plan():
     got = refused("03.replay_choice", engine_without_its_knobs)
     assert "the same engine with other knobs" in got or "your code raised" in got, got
+
+
+_FOUND: list = []
+
+
+def _what_the_checkers_frames_hold() -> list:
+    """Names of what a learner's code could read up the call stack, in the grader's frames: a table (DataFrame, a
+    dict of floats) or a float64 tensor (a reference), also one level inside a dict or list."""
+    import inspect
+
+    import pandas as pd
+
+    def suspicious(value):
+        return (isinstance(value, pd.DataFrame) or (isinstance(value, torch.Tensor) and value.dtype == torch.float64)
+                or (isinstance(value, dict) and value and all(isinstance(v, float) for v in value.values())))
+
+    found = []
+    for info in inspect.stack()[2:]:
+        if "/grader/" not in info.filename.replace("\\", "/"):
+            continue
+        for name, value in info.frame.f_locals.items():
+            inner = list(value.values()) if isinstance(value, dict) else list(value) if isinstance(value, (list, tuple)) else []
+            if suspicious(value) or any(suspicious(v) for v in inner):
+                found.append(f"{info.function}.{name}")
+    return found
+
+
+def reads_the_checkers_frames(graph, pack):
+    _FOUND[:] = _what_the_checkers_frames_hold()
+    return 0
+
+
+def reads_the_checkers_frames_on_replay(graph, choice):
+    _FOUND[:] = _what_the_checkers_frames_hold()
+    return 0
+
+
+@requires_gpu
+@pytest.mark.parametrize("key, spy", [("03.fastest_plan", reads_the_checkers_frames),
+                                      ("03.replay_choice", reads_the_checkers_frames_on_replay)])
+def test_nothing_the_checker_judges_by_is_in_the_answers_frames(key, spy):
+    """The checker's timing table and its reference are made after the answer returns: an answer that reads the
+    call stack finds neither (and fails)."""
+    _FOUND[:] = ["not run"]
+    verdict = graded(key, spy)
+    assert verdict.status == "failed" and _FOUND == [], (_FOUND, verdict.message)
+
+
+def test_the_frame_reader_finds_a_table_and_a_reference_where_they_are():
+    """The spy above is not blind: in a grader frame holding a table and a float64 reference, it names both."""
+    import pandas as pd
+
+    namespace = {"pd": pd, "torch": torch, "look": _what_the_checkers_frames_hold}
+    code = compile("def checker():\n    table = pd.DataFrame({'median_ms': [1.0]})\n"
+                   "    ref = {'y': torch.zeros(2, dtype=torch.float64)}\n    return answer()\n"
+                   "def answer():\n    return look()\n", str(ROOT / "grader" / "fake.py"), "exec")
+    exec(code, namespace)
+    assert namespace["checker"]() == ["checker.table", "checker.ref"]
 
 
 @pytest.mark.parametrize("count", [2, 3, 8, 33])

@@ -265,6 +265,177 @@ def test_without_fp8_hardware_the_fp8_exercise_is_skipped_not_failed():
     assert verdict.status == "skipped" and verdict.message.startswith("skipped on this machine — ")
 
 
+# ------------------------------------------------------------------ CPU: contracts, the graph run again, later calls
+class _Traced:
+    """What ``epilogue_again`` and ``scaled_relu_again`` read of a trace: its ``runs``."""
+
+    def __init__(self, runs):
+        self.runs = runs
+
+
+def _silu_stand_in(activation=True):
+    """A stand-in epilogue graph: silu(a @ b + bias) (or, without ``activation``, a @ b + bias) and its AMAX."""
+    def fn(a, b, bias):
+        pre = a.float() @ b.float() + bias.float()
+        y = F.silu(pre) if activation else pre
+        return {"y": y, "amax": y.abs().amax(dim=(1, 2), keepdim=True)}
+    return StandInGraph(fn, {"a": 1, "b": 2, "bias": 3}, {"y": 4, "amax": 5})
+
+
+def _silu_traced(silu_t, graph, then=None):
+    batch, m, _, n = nb04.SILU_SHAPE
+    y, amax = torch.empty(batch, m, n), torch.zeros(batch, 1, 1)
+    with graph_runs.recording(classes=(StandInGraph,)) as runs:
+        graph.execute({1: silu_t["a"], 2: silu_t["b"], 3: silu_t["bias"], 4: y, 5: amax})
+    if then is not None:
+        then(y, amax)
+    return _Traced(runs), (y, amax)
+
+
+def test_the_epilogue_graph_run_again_must_compute_y_and_amax_by_itself():
+    """The right (y, amax) after a step the tracer does not see (a worker thread): the graph run again alone gives
+    a @ b + bias, and the line names it. AMAX buffers start at 0 in the run again (a reduction may max into them)."""
+    t = nb04.silu_inputs(dtype=torch.float32, device="cpu")
+    own = nb04.silu_inputs(dtype=torch.float32, device="cpu", seed=nb04.AGAIN_SEED)
+    trace, result = _silu_traced(t, _silu_stand_in())
+    nb04.epilogue_again(trace, t, ("a", "b", "bias"), result, own, nb04.grade_silu_amax)
+
+    def silu_in_a_thread(y, amax):
+        def work():
+            y.copy_(F.silu(y))
+            amax.copy_(y.abs().amax(dim=(1, 2), keepdim=True))
+        _in_a_thread(work)
+
+    trace, result = _silu_traced(t, _silu_stand_in(activation=False), then=silu_in_a_thread)
+    nb04.grade_silu_amax(t, result)   # the numbers are right
+    with pytest.raises(X.Wrong) as caught:
+        nb04.epilogue_again(trace, t, ("a", "b", "bias"), result, own, nb04.grade_silu_amax)
+    assert str(caught.value).startswith(SILU_AGAIN + "y has no activation: it is a @ b + bias"), str(caught.value)
+    assert str(caught.value).endswith("work done after the graph ran (on the host, in another thread, by torch) does "
+                                      "not count: do all of it inside the graph"), str(caught.value)
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda y, amax: (y, amax.to(BF16)), "amax is bfloat16, but the statement asks for float32 (the AMAX is kept in "
+                                         "fp32, whatever y's dtype): store the output in that dtype — allocate it "
+                                         "with torch.zeros(..., dtype=torch.float32)"),
+    (lambda y, amax: (y.transpose(1, 2).contiguous().transpose(1, 2), amax),
+     "y has strides (16384, 1, 128), want (16384, 128, 1) (a contiguous tensor) — allocate it with "
+     "torch.empty(batch, M, N, ...) inside your function"),
+    (lambda y, amax: (y.float(), amax), "y is float32, but the statement asks for bfloat16"),
+], ids=["amax_bf16", "y_column_major", "y_fp32"])
+def test_the_returned_outputs_keep_the_statements_contract(silu_t, change, message):
+    right, _ = nb04.silu_references(silu_t)
+    y, amax = right.to(BF16), _amax_per_entry(right.to(BF16))
+    nb04.require_new_outputs(y, amax, silu_t, y_dtype=BF16, amax_shape=(4, 1, 1))
+    y, amax = change(y, amax)
+    with pytest.raises(X.Wrong) as caught:
+        nb04.require_new_outputs(y, amax, silu_t, y_dtype=BF16, amax_shape=(4, 1, 1))
+    assert str(caught.value).startswith(message), str(caught.value)
+
+
+def _silu_by_torch(a, b, bias):
+    y = F.silu(a.float() @ b.float() + bias.float())
+    return y, y.abs().amax(dim=(1, 2), keepdim=True)
+
+
+def _first_silu_call(answer):
+    t = nb04.silu_inputs(dtype=torch.float32, device="cpu")
+    first = nb04.private_copy(t)
+    return first, answer(t["a"], t["b"], t["bias"])
+
+
+def _silu_calls_again(answer):
+    first, result = _first_silu_call(answer)
+    makes = [lambda i=i, shape=shape: nb04.silu_inputs(dtype=torch.float32, device="cpu", seed=nb04.CALL_SEED + i,
+                                                       shape=shape) for i, shape in enumerate(nb04.LATER_SILU_SHAPES)]
+    nb04.calls_again(answer, ("a", "b", "bias"), makes, nb04.grade_silu_amax, first, result, nb04.silu_references)
+
+
+def _keeps(what):
+    kept = {}
+
+    def answer(a, b, bias):
+        if "first" not in kept:
+            kept["first"] = (dict(a=a, b=b, bias=bias), _silu_by_torch(a, b, bias))
+        given, (y, amax) = kept["first"]
+        if what == "outputs":
+            fresh = _silu_by_torch(a, b, bias)
+            y.copy_(fresh[0]) if y.shape == fresh[0].shape else None
+            return y, amax
+        return _silu_by_torch(a, given["b"], given["bias"])   # b and bias of the first call
+    return answer
+
+
+@pytest.mark.parametrize("answer, message", [
+    (_keeps("outputs"), "y shares memory with the y your first call returned: return a new tensor — allocate new "
+                        "outputs at every call"),
+    (_keeps("b and bias"), "called a second time with new a, b and bias, your y followed the new a but not the new b "
+                           "and bias: it still reads the first call's b and bias"),
+    (lambda a, b, bias: (lambda y: (y, y.reshape(4, -1).abs().amax(dim=1).reshape(4, 1, 1)))(   # batch 4 written in
+        F.silu(a.float() @ b.float() + bias.float())), "called again with new a, b and bias (a 2x128x256): amax has "
+                                                       "shape (4, 1, 1), want (2, 1, 1)"),
+], ids=["same_outputs", "b_and_bias_kept", "batch_of_four_hard_coded"])
+def test_later_calls_get_new_values_new_buffers_and_another_batch(answer, message):
+    _silu_calls_again(_silu_by_torch)
+    with pytest.raises(X.Wrong) as caught:
+        _silu_calls_again(answer)
+    assert str(caught.value).startswith(message), str(caught.value)
+
+
+def test_scaled_relus_graph_run_again_with_another_alpha_must_compute_y(relu_t):
+    """A graph whose ReLU a worker thread applies passes every run(alpha); run again by the checker with alpha
+    -0.75 passed by value, it gives no activation."""
+    nb04.scaled_relu_again(_Traced(_scaled_relu_runs(relu_t, 2.0)), relu_t, 2.0)
+    graph = StandInGraph(lambda a, b, bias, alpha: {"y": alpha.item() * (a.float() @ b.float()) + bias.float()},
+                         {"a": 1, "b": 2, "bias": 3, "alpha": 6}, {"y": 4}, pass_by_value=(6,))
+    with graph_runs.recording(classes=(StandInGraph,)) as runs:
+        graph.execute({1: relu_t["a"], 2: relu_t["b"], 3: relu_t["bias"], 4: relu_t["y"], 6: torch.full((1, 1, 1), 2.0)})
+    _in_a_thread(lambda: relu_t["y"].relu_())
+    with pytest.raises(X.Wrong) as caught:
+        nb04.scaled_relu_again(_Traced(runs), relu_t, 2.0)
+    assert str(caught.value).startswith(RELU_AGAIN + "y has no activation: it is alpha * a @ b + bias"), \
+        str(caught.value)
+
+
+def test_rmsnorm_backward_run_again_and_called_again():
+    """The graph with dy and x swapped, fixed afterwards by a worker thread, fails when run again alone; a second
+    call that still reads the first call's x, scale and inv_var is told so."""
+    t = nb04.rmsnorm_backward_inputs(dtype=torch.float32, device="cpu")
+    trace = nb04._traced_backward(one_execute, t, **STAND_IN_WATCH)
+    nb04.rmsnorm_again(trace, t)
+
+    def swapped_then_fixed(dy, x, scale, inv_var, dx, dscale):
+        StandInGraph(lambda dy, x, scale, inv_var: _rms_bwd(x, dy, scale, inv_var),
+                     {"dy": 1, "x": 2, "scale": 3, "inv_var": 4}, {"dx": 5, "dscale": 6}, kind="RMSNORM_BWD").execute(
+            _pack(dy, x, scale, inv_var, dx, dscale))
+        right = _rms_bwd(dy, x, scale, inv_var)
+        _in_a_thread(lambda: (dx.copy_(right["dx"]), dscale.copy_(right["dscale"])))
+
+    t = nb04.rmsnorm_backward_inputs(dtype=torch.float32, device="cpu")
+    trace = nb04._traced_backward(swapped_then_fixed, t, **STAND_IN_WATCH)
+    nb04.grade_rmsnorm_backward(t)
+    nb04.require_one_backward_execute(trace, t)
+    with pytest.raises(X.Wrong) as caught:
+        nb04.rmsnorm_again(trace, t)
+    assert str(caught.value).startswith(RMS_AGAIN + "dx comes from dy and x swapped"), str(caught.value)
+
+    kept = {}
+
+    def x_scale_and_inv_var_kept(dy, x, scale, inv_var, dx, dscale):
+        held = kept.setdefault("first", (x, scale, inv_var))
+        right = _rms_bwd(dy, *held)
+        dx.copy_(right["dx"])
+        dscale.copy_(right["dscale"])
+
+    first = nb04.rmsnorm_backward_inputs(dtype=torch.float32, device="cpu")
+    x_scale_and_inv_var_kept(*(first[n] for n in BACKWARD_ARGS))
+    with pytest.raises(X.Wrong) as caught:
+        nb04.rmsnorm_second_call(x_scale_and_inv_var_kept, nb04.private_copy(first), count=False)
+    assert str(caught.value).startswith("called a second time with new dy, x, scale and inv_var, your dx followed the "
+                                        "new dy but not the new x, scale and inv_var"), str(caught.value)
+
+
 # ------------------------------------------------------------------ CPU: the notebook's cells
 
 
@@ -469,6 +640,308 @@ def fp8_dequantized_by_torch(a8, b8, descale_a, descale_b):
 def fp8_result_copied_out(a8, b8, descale_a, descale_b):
     y, amax = X.solution("04.fp8_matmul_amax")(a8, b8, descale_a, descale_b)
     return y.clone(), amax
+
+
+# ---- work done where the tracer does not look, inputs read once, streams, the outputs' contract
+def _host(t):
+    return t.detach().cpu().double().numpy()   # to the host first: no cast kernel on the GPU
+
+
+def _in_a_thread(work):
+    """Run ``work()`` in a worker thread and wait for it: torch there is not seen by the checker's tracer."""
+    import threading
+
+    worker = threading.Thread(target=work)
+    worker.start()
+    worker.join()
+
+
+def _written_in_a_thread(pairs):
+    """Write each (tensor, host array) from a worker thread: copies to the GPU, no kernel."""
+    def work():
+        for out, values in pairs:
+            out.copy_(torch.from_numpy(values).to(out.dtype).reshape(out.shape))
+    _in_a_thread(work)
+
+
+def _numpy_silu(pre):
+    import numpy as np
+
+    return pre / (1 + np.exp(-pre))
+
+
+def _amax_of(values, dims):
+    import numpy as np
+
+    return np.abs(values).max(axis=dims, keepdims=True)
+
+
+def silu_finished_on_the_host(a, b, bias):
+    """The graph writes a @ b + bias and its AMAX; numpy applies SiLU and takes the AMAX again on the host, and a
+    worker thread writes both into the graph's outputs."""
+    g, io = _graph(a.dtype)
+    pre = g.add(g.matmul(io.input("a", a), io.input("b", b), compute_data_type=torch.float32), io.input("bias", bias))
+    y = torch.empty(a.shape[0], a.shape[1], b.shape[-1], device="cuda", dtype=a.dtype)
+    io.output("y", pre, y)
+    amax = torch.zeros(a.shape[0], 1, 1, device="cuda")
+    io.output("amax", _amax_node(g, pre), amax)
+    _execute(g, io)
+    out = _numpy_silu(_host(y))
+    _written_in_a_thread([(y, out), (amax, _amax_of(out.astype("float32"), (1, 2)))])
+    return y, amax
+
+
+def silu_node_times_zero_plus_numpy(a, b, bias):
+    """silu(a @ b + bias) from numpy, fed in as z; the graph's own SiLU multiplied by zero, then z added."""
+    import numpy as np
+
+    z = torch.from_numpy(_numpy_silu(np.matmul(_host(a), _host(b)) + _host(bias))).to(a.dtype).to("cuda")
+    zero = torch.zeros(1, 1, 1, device="cuda", dtype=torch.float32)
+    g, io = _graph(a.dtype)
+    pre = g.add(g.matmul(io.input("a", a), io.input("b", b), compute_data_type=torch.float32), io.input("bias", bias))
+    out = g.add(g.mul(g.swish(pre, swish_beta=1.0), io.input("zero", zero, dtype=torch.float32)), io.input("z", z))
+    y = torch.empty_like(z)
+    io.output("y", out, y)
+    amax = torch.zeros(a.shape[0], 1, 1, device="cuda")
+    io.output("amax", _amax_node(g, out), amax)
+    _execute(g, io)
+    return y, amax
+
+
+def _keeps_outputs():
+    kept = {}
+
+    def silu_amax_returns_the_same_tensors_every_call(a, b, bias):
+        """One y and one amax, allocated on the first call, written again (and returned) at every call."""
+        if "y" not in kept or kept["y"].shape[0] != a.shape[0]:
+            kept["y"] = torch.empty(a.shape[0], a.shape[1], b.shape[-1], device="cuda", dtype=a.dtype)
+            kept["amax"] = torch.zeros(a.shape[0], 1, 1, device="cuda")
+        g, io = _graph(a.dtype)
+        pre = g.add(g.matmul(io.input("a", a), io.input("b", b), compute_data_type=torch.float32),
+                    io.input("bias", bias))
+        out = g.swish(pre, swish_beta=1.0)
+        io.output("y", out, kept["y"])
+        io.output("amax", _amax_node(g, out), kept["amax"].zero_())
+        _execute(g, io)
+        return kept["y"], kept["amax"]
+    return silu_amax_returns_the_same_tensors_every_call
+
+
+def _cached_silu():
+    kept = {}
+
+    def silu_graph_cached_rebinding_a(a, b, bias):
+        """The graph built on the first call; later calls rebind a and new outputs, but b and bias stay the first's."""
+        y = torch.empty(a.shape[0], a.shape[1], b.shape[-1], device="cuda", dtype=a.dtype)
+        amax = torch.zeros(a.shape[0], 1, 1, device="cuda")
+        if "graph" not in kept:
+            g, io = _graph(a.dtype)
+            pre = g.add(g.matmul(io.input("a", a), io.input("b", b), compute_data_type=torch.float32),
+                        io.input("bias", bias))
+            out = g.swish(pre, swish_beta=1.0)
+            io.output("y", out, y)
+            io.output("amax", _amax_node(g, out), amax)
+            H.build(g)
+            kept["graph"] = g, io
+        g, io = kept["graph"]
+        g.execute(io.pack(a=a, y=y, amax=amax), H.workspace_for(g), handle=H.get_handle())
+        return y, amax
+    return silu_graph_cached_rebinding_a
+
+
+def _on_a_side_stream(solution_key, name):
+    """The reference answer run on a side stream (the handle bound to it), returned without the caller's stream
+    waiting for it."""
+    def answer(*args):
+        side = torch.cuda.Stream()
+        with torch.cuda.stream(side):
+            return X.solution(solution_key)(*args)
+    answer.__name__ = name
+    return answer
+
+
+def silu_amax_in_bf16(a, b, bias):
+    """The right graph, but the AMAX buffer in the inputs' dtype, not fp32."""
+    y = torch.empty(a.shape[0], a.shape[1], b.shape[-1], device="cuda", dtype=a.dtype)
+    amax = torch.zeros(a.shape[0], 1, 1, device="cuda", dtype=a.dtype)
+    g, io = _graph(a.dtype)
+    out = g.swish(g.add(g.matmul(io.input("a", a), io.input("b", b), compute_data_type=torch.float32),
+                        io.input("bias", bias)), swish_beta=1.0)
+    io.output("y", out, y)
+    io.output("amax", _amax_node(g, out), amax)
+    _execute(g, io)
+    return y, amax
+
+
+def silu_y_column_major(a, b, bias):
+    """The right values, but y laid out column-major (a transposed view): not the [batch, M, N] tensor asked for."""
+    y = torch.empty(a.shape[0], b.shape[-1], a.shape[1], device="cuda", dtype=a.dtype).transpose(1, 2)
+    amax = torch.zeros(a.shape[0], 1, 1, device="cuda")
+    g, io = _graph(a.dtype)
+    out = g.swish(g.add(g.matmul(io.input("a", a), io.input("b", b), compute_data_type=torch.float32),
+                        io.input("bias", bias)), swish_beta=1.0)
+    io.output("y", out, y)
+    io.output("amax", _amax_node(g, out), amax)
+    _execute(g, io)
+    return y, amax
+
+
+def scaled_relu_activation_on_the_host(a, b, bias, y):
+    """run(alpha) executes alpha * a @ b + bias; numpy takes the ReLU and a worker thread writes it into y."""
+    g, io = _graph(a.dtype)
+    scaled = g.mul(g.matmul(io.input("a", a), io.input("b", b), compute_data_type=torch.float32),
+                   io.scalar("alpha", 1.0))
+    io.output("y", g.add(scaled, io.input("bias", bias)), y)
+    H.build(g)
+    ws = H.workspace_for(g)
+
+    def run(alpha):
+        g.execute(io.pack(alpha=torch.full((1, 1, 1), float(alpha))), ws, handle=H.get_handle())
+        _written_in_a_thread([(y, _host(y).clip(min=0))])
+    return run
+
+
+def scaled_relu_node_times_zero_plus_numpy(a, b, bias, y):
+    """The graph's ReLU times zero, plus z, the whole epilogue computed by numpy for this alpha and written into z."""
+    import numpy as np
+
+    z = torch.empty_like(y)
+    g, io = _graph(a.dtype)
+    scaled = g.mul(g.matmul(io.input("a", a), io.input("b", b), compute_data_type=torch.float32),
+                   io.scalar("alpha", 1.0))
+    zeroed = g.mul(g.relu(g.add(scaled, io.input("bias", bias))), io.scalar("zero", 0.0))
+    io.output("y", g.add(zeroed, io.input("z", z)), y)
+    H.build(g)
+    ws = H.workspace_for(g)
+
+    def run(alpha):
+        _written_in_a_thread([(z, (alpha * np.matmul(_host(a), _host(b)) + _host(bias)).clip(min=0))])
+        g.execute(io.pack(alpha=torch.full((1, 1, 1), float(alpha)), zero=torch.zeros(1, 1, 1)), ws,
+                  handle=H.get_handle())
+    return run
+
+
+def scaled_relu_graph_on_copies(a, b, bias, y):
+    """The graph built on copies of a, b and bias taken at build time: new values in the given buffers never reach
+    it."""
+    return X.solution("04.scaled_relu")(a.clone(), b.clone(), bias.clone(), y)
+
+
+def _cached_scaled_relu():
+    kept = {}
+
+    def scaled_relu_graph_cached_across_calls(a, b, bias, y):
+        """One graph for every make_scaled_relu call, built on the first call's a, b and bias; y rebound."""
+        if "graph" not in kept:
+            kept["graph"] = _relu_graph(a, b, bias, y, 1.0)
+        g, io, ws = kept["graph"]
+
+        def run(alpha):
+            g.execute(io.pack(alpha=torch.full((1, 1, 1), float(alpha)), y=y), ws, handle=H.get_handle())
+        return run
+    return scaled_relu_graph_cached_across_calls
+
+
+def scaled_relu_on_a_side_stream(a, b, bias, y):
+    run_graph = X.solution("04.scaled_relu")(a, b, bias, y)
+    side = torch.cuda.Stream()
+
+    def run(alpha):
+        with torch.cuda.stream(side):
+            run_graph(alpha)
+    return run
+
+
+def fp8_descaled_on_the_host(a8, b8, descale_a, descale_b):
+    """The graph writes the raw e4m3 product and its AMAX; numpy applies the descales on the host, and a worker
+    thread writes y and amax."""
+    y, amax = fp8_without_descales(a8, b8, descale_a, descale_b)
+    out = (_host(y) * descale_a.item() * descale_b.item()).astype("float32")
+    out = torch.from_numpy(out).to(torch.bfloat16).float().numpy()
+    _written_in_a_thread([(y, out), (amax, _amax_of(out, (0, 1, 2)))])
+    return y, amax
+
+
+def fp8_descales_read_once(a8, b8, descale_a, descale_b):
+    """The descales' values read on the host (.item()) into tensors of the answer's own: a graph that ignores the
+    descale tensors it was given."""
+    own = [torch.full((1, 1, 1), d.item(), device="cuda") for d in (descale_a, descale_b)]
+    return X.solution("04.fp8_matmul_amax")(a8, b8, *own)
+
+
+def _fp8_keeps_outputs():
+    kept = {}
+
+    def fp8_returns_the_same_tensors_every_call(a8, b8, descale_a, descale_b):
+        y, amax = X.solution("04.fp8_matmul_amax")(a8, b8, descale_a, descale_b)
+        if "y" not in kept:
+            kept["y"], kept["amax"] = y, amax
+        else:
+            kept["y"].copy_(y)
+            kept["amax"].copy_(amax)
+        return kept["y"], kept["amax"]
+    return fp8_returns_the_same_tensors_every_call
+
+
+def fp8_amax_in_bf16(a8, b8, descale_a, descale_b):
+    from helpers.recipes import new_graph
+
+    g = new_graph(torch.bfloat16)
+    io = H.GraphIO(g)
+    y = torch.empty(1, a8.shape[1], b8.shape[-1], device="cuda", dtype=torch.bfloat16)
+    out = g.mul(g.mul(g.matmul(io.input("a8", a8), io.input("b8", b8), compute_data_type=torch.float32),
+                      io.input("descale_a", descale_a)), io.input("descale_b", descale_b))
+    io.output("y", out, y)
+    amax = torch.zeros(1, 1, 1, device="cuda", dtype=torch.bfloat16)
+    io.output("amax", _amax_node(g, out), amax)
+    H.build(g, heuristics=("A", "B", "FALLBACK"))
+    g.execute(io.pack(), H.workspace_for(g), handle=H.get_handle())
+    return y, amax
+
+
+SILU_AGAIN = "your graph, run again by the checker on new a, b and bias (bound by UID, your code not called), " \
+             "does not compute y and amax by itself: "
+RELU_AGAIN = "your graph, run again by the checker on new a, b, bias and alpha (bound by UID, your code not " \
+             "called), does not compute y by itself: "
+FP8_AGAIN = "your graph, run again by the checker on new a8, b8, descale_a and descale_b (bound by UID, your code " \
+            "not called), does not compute y and amax by itself: "
+SIDE = "your graph ran on a side stream (stream "
+HARDENED = [
+    ("04.silu_amax", silu_finished_on_the_host, SILU_AGAIN + "y has no activation: it is a @ b + bias"),
+    ("04.silu_amax", silu_node_times_zero_plus_numpy, SILU_AGAIN + "y is wrong: rel err "),
+    ("04.silu_amax", _keeps_outputs(), "y shares memory with the y your first call returned: return a new tensor"),
+    ("04.silu_amax", _cached_silu(), "called a second time with new a, b and bias, your y followed the new a but "
+                                     "not the new b and bias: it still reads the first call's b and bias"),
+    ("04.silu_amax", _on_a_side_stream("04.silu_amax", "silu_amax_on_a_side_stream"), SIDE),
+    ("04.scaled_relu", scaled_relu_activation_on_the_host, RELU_AGAIN + "y has no activation: it is alpha * a @ b"),
+    ("04.scaled_relu", scaled_relu_node_times_zero_plus_numpy, RELU_AGAIN + "y is wrong: rel err "),
+    ("04.scaled_relu", scaled_relu_graph_on_copies,
+     "run(2.0) gave y for the a, b and bias it was built with, not for the new values written into those same "
+     "buffers: it reads copies taken at build time"),
+    ("04.scaled_relu", _cached_scaled_relu(),
+     "make_scaled_relu called a second time with new a, b and bias, your function wrote the first call's y again"),
+    ("04.scaled_relu", scaled_relu_on_a_side_stream, SIDE),
+    ("04.fp8_matmul_amax", fp8_descaled_on_the_host, FP8_AGAIN + "y is the raw e4m3 product a8 @ b8"),
+    ("04.fp8_matmul_amax", fp8_descales_read_once,
+     "y does not depend on the descale_a and descale_b you were given: bind them in the graph's variant pack"),
+    ("04.fp8_matmul_amax", _fp8_keeps_outputs(), "y shares memory with the y your first call returned"),
+    ("04.fp8_matmul_amax", _on_a_side_stream("04.fp8_matmul_amax", "fp8_on_a_side_stream"), SIDE),
+]
+# the outputs' contract; where cuDNN refuses such an output, the learner's own exception in one line
+CONTRACT = [
+    ("04.silu_amax", silu_amax_in_bf16, "amax is bfloat16, but the statement asks for float32"),
+    ("04.silu_amax", silu_y_column_major, "y has strides (16384, 1, 128), want (16384, 128, 1) (a contiguous tensor)"),
+    ("04.fp8_matmul_amax", fp8_amax_in_bf16, "amax is bfloat16, but the statement asks for float32"),
+]
+
+test_an_answer_that_hides_work_reads_inputs_once_or_leaves_its_stream_fails = rejects_each(HARDENED)
+
+
+@requires_gpu
+@pytest.mark.parametrize("key, answer, message", CONTRACT, ids=[c[1].__name__ for c in CONTRACT])
+def test_an_output_that_breaks_the_statements_contract_fails(key, answer, message):
+    got = refused(key, answer)
+    assert got.startswith((message, "your code raised")), got
 
 
 WRONG = [
@@ -812,6 +1285,55 @@ def backward_copied_out(dy, x, scale, inv_var, dx, dscale):
     scratch = torch.empty_like(dx)
     X.solution("04.rmsnorm_backward")(dy, x, scale, inv_var, scratch, dscale)
     dx.copy_(scratch)
+
+
+def rms_swapped_then_fixed_on_the_host(dy, x, scale, inv_var, dx, dscale):
+    """The graph with dy and x swapped; numpy computes the right gradients on the host and a worker thread writes
+    them over the graph's."""
+    import numpy as np
+
+    _run(*_rms_bwd_graph(dy, x, scale, inv_var, dx, dscale, swap=True))
+    g_, xhat = _host(dy).reshape(dy.shape[0], -1) * _host(scale).reshape(1, -1), \
+        _host(x).reshape(x.shape[0], -1) * _host(inv_var).reshape(-1, 1)
+    inv = _host(inv_var).reshape(-1, 1)
+    right_dx = inv * (g_ - xhat * (g_ * xhat).mean(axis=1, keepdims=True))
+    right_dscale = (_host(dy).reshape(dy.shape[0], -1) * xhat).sum(axis=0)
+    _written_in_a_thread([(dx, right_dx.astype(np.float32)), (dscale, right_dscale.astype(np.float32))])
+
+
+def _cached_rms(name, rebound, copy_inv_var=False):
+    kept = {}
+
+    def answer(dy, x, scale, inv_var, dx, dscale):
+        given = dict(dy=dy, x=x, scale=scale, inv_var=inv_var, dx=dx, dscale=dscale)
+        if "graph" not in kept:
+            bound = dict(given, inv_var=inv_var.clone() if copy_inv_var else inv_var)
+            kept["graph"] = _rms_bwd_graph(*(bound[n] for n in ("dy", "x", "scale", "inv_var", "dx", "dscale")))
+        _run(*kept["graph"], **{n: given[n] for n in rebound})
+    answer.__name__ = name
+    return answer
+
+
+RMS_AGAIN = "your graph, run again by the checker on new dy, x, scale and inv_var (bound by UID, your code not " \
+            "called), does not compute dx and dscale by itself: "
+NORM_HARDENED = [
+    (rms_swapped_then_fixed_on_the_host, RMS_AGAIN + "dx comes from dy and x swapped"),
+    (_cached_rms("rms_graph_cached_rebinding_only_the_outputs", ("dx", "dscale")),
+     "called a second time with new dy, x, scale and inv_var, your function wrote the first call's dx again"),
+    (_cached_rms("rms_graph_on_a_copy_of_inv_var", ("dy", "x", "scale", "dx", "dscale"), copy_inv_var=True),
+     RMS_AGAIN + "dx is wrong: rel err "),
+    (_cached_rms("rms_graph_cached_rebinding_dy_and_the_outputs", ("dy", "dx", "dscale")),
+     "called a second time with new dy, x, scale and inv_var, your dx followed the new dy but not the new x, scale "
+     "and inv_var: it still reads the first call's x, scale and inv_var"),
+    (_on_a_side_stream("04.rmsnorm_backward", "rms_backward_on_a_side_stream"), SIDE),
+]
+
+
+@requires_gpu
+@pytest.mark.parametrize("answer, message", NORM_HARDENED, ids=[w[0].__name__ for w in NORM_HARDENED])
+def test_the_rmsnorm_backward_checker_rejects_hidden_work_inputs_read_once_and_a_side_stream(answer, message):
+    got = refused("04.rmsnorm_backward", answer)
+    assert got.startswith(message), got
 
 
 NORM_WRONG = [

@@ -252,6 +252,134 @@ def test_merge_chunks_wants_a_pair_of_the_right_shapes():
         nb05.grade_merge_chunks(lambda q, chunks, scale: None, device="cpu")
 
 
+# ------------------------------------------------------------------ CPU: the graphs run again, the merge called again
+def _in_a_thread(work):
+    """Run ``work()`` in a worker thread and wait for it: torch there is not seen by the checker's tracer."""
+    import threading
+
+    worker = threading.Thread(target=work)
+    worker.start()
+    worker.join()
+
+
+class _FirstRows(StandInGraph):
+    """A stand-in graph whose outputs cover only the first rows of the buffers bound (as a cuDNN graph built for
+    fewer rows writes only those, whatever buffer is bound)."""
+
+    def execute(self, pack, workspace=None, handle=None):
+        got = self.fn(**{name: pack[uid] for name, uid in self.inputs.items()})
+        for name, uid in self.outputs.items():
+            pack[uid][:, :, :got[name].shape[2]].copy_(got[name])
+
+
+def _half_band_then_a_thread(q, k, v, o, window):
+    """A stand-in SDPA graph writes the first half of the rows (through views at q's and o's addresses); a worker
+    thread writes the rest with torch."""
+    half = q.shape[2] // 2
+
+    def attend(q, k, v):
+        visible = nb05.band(q.shape[2], window, device=q.device)[:half]
+        return {"O": _torch_attention(q[:, :, :half], k, v, 1 / math.sqrt(q.shape[-1]), visible)[0]}
+
+    graph = _FirstRows(attend, {"q": 1, "k": 2, "v": 3}, {"O": 4}, kind="SDPA")
+    graph.execute({1: q, 2: k, 3: v, 4: o[:, :, :half]})
+    full = nb05.band(q.shape[2], window, device=q.device)
+    _in_a_thread(lambda: o[:, :, half:].copy_(_torch_attention(q, k, v, 1 / math.sqrt(q.shape[-1]), full)[0][:, :, half:]))
+    return graph
+
+
+def test_the_sliding_window_graph_runs_again_alone_on_the_checkers_inputs():
+    """Half the rows by the graph, half by a worker thread: o is right, its writer is the graph and nothing changed
+    o after it. Run again alone on new q, k and v, the graph leaves half of o unwritten."""
+    watched = dict(device="cpu", classes=(_FirstRows,))
+    with pytest.raises(X.Wrong) as caught:
+        nb05.grade_sliding_window(_half_band_then_a_thread, **watched)
+    assert str(caught.value).startswith(
+        "window=32: your graph, run again by the checker on new q, k and v (bound by UID, your code not called), "
+        "does not compute o by itself: 16384 of 32768 elements of o were never written — work done after the graph "
+        "ran (on the host, in another thread, by torch) does not count"), str(caught.value)
+
+
+def _chunks_then(merge):
+    """A merge_chunks answer: ``_stand_in_chunks``' graphs, then ``merge(q, chunks, attn_scale, o, stats)``."""
+    run_chunks = _stand_in_chunks()
+
+    def merge_chunks(q, chunks, attn_scale):
+        o, stats = run_chunks(q, chunks, attn_scale)
+        return merge(q, chunks, attn_scale, o, stats)
+    return merge_chunks
+
+
+def _from_a_thread(q, chunks, attn_scale):
+    """Attention over all keys computed by torch in a worker thread (the tracer does not see it)."""
+    made = []
+    k_all, v_all = (torch.cat([c[i] for c in chunks], dim=2) for i in (0, 1))
+    _in_a_thread(lambda: made.append(_torch_attention(q, k_all, v_all, attn_scale)))
+    return made[0]
+
+
+def _scaled_wrongly_then_patched(q, chunks, attn_scale):
+    """Each chunk's graph uses 1/sqrt(D); a worker thread writes the right O and Stats over its outputs."""
+    outs, lses = [], []
+    for k, v in chunks:
+        graph = StandInGraph(lambda q, k, v: dict(zip(("O", "Stats"), _torch_attention(q, k, v, q.shape[-1] ** -0.5))),
+                             {"q": 1, "k": 2, "v": 3}, {"O": 4, "Stats": 5}, kind="SDPA")
+        o_c, lse_c = torch.empty_like(q), torch.empty(*q.shape[:3], 1)
+        graph.execute({1: q, 2: k, 3: v, 4: o_c, 5: lse_c})
+        right = _torch_attention(q, k, v, attn_scale)
+        _in_a_thread(lambda: (o_c.copy_(right[0]), lse_c.copy_(right[1])))
+        outs.append(o_c.float())
+        lses.append(lse_c)
+    lse = torch.logsumexp(torch.stack(lses), dim=0)
+    return sum(torch.exp(l - lse) * o for l, o in zip(lses, outs)).to(q.dtype), lse
+
+
+def _kept_chunk_graphs():
+    """Chunk graphs bound on the first call to its q, k and v, executed again at later calls (outputs rebound)."""
+    kept = []
+
+    def merge_chunks(q, chunks, attn_scale):
+        if not kept:
+            for k, v in chunks:
+                graph = StandInGraph(lambda q, k, v: dict(zip(("O", "Stats"), _torch_attention(q, k, v, attn_scale))),
+                                     {"q": 1, "k": 2, "v": 3}, {"O": 4, "Stats": 5}, kind="SDPA")
+                kept.append((graph, q, k, v))
+        outs, lses = [], []
+        for graph, q0, k0, v0 in kept:
+            o_c, lse_c = torch.empty_like(q), torch.empty(*q.shape[:3], 1)
+            graph.execute({1: q0, 2: k0, 3: v0, 4: o_c, 5: lse_c})
+            outs.append(o_c.float())
+            lses.append(lse_c)
+        lse = torch.logsumexp(torch.stack(lses), dim=0)
+        return sum(torch.exp(l - lse) * o for l, o in zip(lses, outs)).to(q.dtype), lse
+    return merge_chunks
+
+
+@pytest.mark.parametrize("answer, message", [
+    (_chunks_then(lambda q, chunks, s, o, stats: (lambda t: (o * 0 + t[0], stats * 0 + t[1]))(
+        _from_a_thread(q, chunks, s))),
+     "your o did not follow the chunks' cuDNN results: when the checker changed the O and Stats your chunk graphs "
+     "wrote, o did not change with them"),
+    (_chunks_then(lambda q, chunks, s, o, stats: (lambda t: ((o.float() + (t[0].float() - o.float())).to(q.dtype),
+                                                             stats))(_from_a_thread(q, chunks, s))),
+     "your o did not follow the chunks' cuDNN results"),
+    (_scaled_wrongly_then_patched,
+     "chunk 1's cuDNN graph, run again by the checker on new q, k and v (bound by UID, your code not called), does "
+     "not compute O by itself: O differs from its attention"),
+    (_kept_chunk_graphs(), "called again with a new q and new chunks, your cuDNN SDPA graphs read other k and v "
+                           "than this call's: they still read an earlier call's tensors"),
+], ids=["zero_times_the_merge_plus_a_thread", "a_thread_correction_added", "chunk_graph_patched_by_a_thread",
+        "chunk_graphs_kept_from_the_first_call"])
+def test_merge_chunks_grades_the_graphs_alone_and_a_merge_that_follows_them(answer, message):
+    """Each answer gives the right o and stats on the first call, every chunk through a (stand-in) cuDNN graph with
+    Stats, and only element-wise torch that the tracer sees: the graphs run again alone, and a second call in which
+    the checker swaps its own values into the graphs' outputs, show what the tracer could not."""
+    watched = dict(device="cpu", need_graphs=True, classes=(StandInGraph,))
+    with pytest.raises(X.Wrong) as caught:
+        nb05.grade_merge_chunks(answer, **watched)
+    assert str(caught.value).startswith(message), str(caught.value)
+
+
 # ------------------------------------------------------------------ the notebook's cells
 
 
@@ -389,6 +517,158 @@ def test_merge_chunks_rejects_one_cudnn_forward_over_all_keys():
 def test_merge_chunks_rejects_torch_over_the_concatenated_chunks():
     got = refused("05.merge_chunks", _torch_over_all_keys)
     assert got.startswith("no cuDNN SDPA graph ran over chunk 1's keys and values"), got
+
+
+# ---- work the tracer does not see (numpy, a worker thread, a merge times zero), graphs kept from the first call
+def _band_graph(q, k, v, out, window, *, left=True):
+    """The band graph (``left``: the window's left bound; else plain causal) over q's rows, executed into out."""
+    cudnn = H.load_cudnn()
+    g = cudnn.pygraph(io_data_type=q.dtype, intermediate_data_type=torch.float32, compute_data_type=torch.float32,
+                      handle=H.get_handle())
+    io = H.GraphIO(g, dtype=q.dtype)
+    extra = {"diagonal_band_left_bound": window} if left else {}
+    o_t, _ = g.sdpa(io.input("q", q), io.input("k", k), io.input("v", v), attn_scale=q.shape[-1] ** -0.5,
+                    generate_stats=False, diagonal_alignment=cudnn.diagonal_alignment.TOP_LEFT,
+                    diagonal_band_right_bound=0, **extra)
+    io.output("o", o_t, out)
+    H.build(g)
+    g.execute(io.pack(), H.workspace_for(g), handle=H.get_handle())
+    return g
+
+
+def _band_by_torch(q, k, v, window):
+    import torch.nn.functional as F
+
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=nb05.band(q.shape[2], window, device=q.device))
+
+
+def half_the_rows_by_the_graph_half_by_a_thread(q, k, v, o, window):
+    """The graph attends the first half of the queries (views at q's and o's own addresses); a worker thread writes
+    the other half with torch."""
+    half = q.shape[2] // 2
+    g = _band_graph(q[:, :, :half], k, v, o[:, :, :half], window)
+    _in_a_thread(lambda: o[:, :, half:].copy_(_band_by_torch(q, k, v, window)[:, :, half:]))
+    return g
+
+
+def causal_graph_overwritten_by_a_thread(q, k, v, o, window):
+    g = _band_graph(q, k, v, o, window, left=False)
+    _in_a_thread(lambda: o.copy_(_band_by_torch(q, k, v, window)))
+    return g
+
+
+def _numpy_attention(q, k, v, scale):
+    """Attention and its log-sum-exp in numpy on the host (float64)."""
+    import numpy as np
+
+    q, k, v = (t.detach().double().cpu().numpy() for t in (q, k, v))
+    scores = np.matmul(q, k.swapaxes(-1, -2)) * scale
+    top = scores.max(axis=-1, keepdims=True)
+    weights = np.exp(scores - top)
+    total = weights.sum(axis=-1, keepdims=True)
+    return np.matmul(weights / total, v), np.log(total) + top
+
+
+def merge_times_zero_plus_numpy(q, chunks, attn_scale):
+    """The chunks through cuDNN and merged, times zero, plus attention over all keys computed by numpy."""
+    o, stats = X.solution("05.merge_chunks")(q, chunks, attn_scale)
+    k_all, v_all = (torch.cat([c[i] for c in chunks], dim=2) for i in (0, 1))
+    full, lse = _numpy_attention(q, k_all, v_all, attn_scale)
+    return (o.float() * 0 + torch.from_numpy(full).float().to(q.device)).to(q.dtype), \
+        stats * 0 + torch.from_numpy(lse).float().to(q.device)
+
+
+def average_corrected_by_a_thread(q, chunks, attn_scale):
+    """The chunks' outputs averaged (the wrong merge), plus what a worker thread computed with torch over all keys
+    to make up the difference."""
+    parts = [X.solution("05.merge_chunks")(q, [chunk], attn_scale) for chunk in chunks]
+    average = sum(o.float() for o, _ in parts) / len(parts)
+    stats = torch.logsumexp(torch.stack([s for _, s in parts]), dim=0)
+    made = []
+    _in_a_thread(lambda: made.append(_torch_over_all_keys(q, chunks, attn_scale)[0].float() - average))
+    return (average + made[0]).to(q.dtype), stats
+
+
+def chunk_graphs_scaled_wrongly_patched_by_a_thread(q, chunks, attn_scale):
+    """Each chunk's graph scales by 1/sqrt(D); a worker thread writes the right O and Stats over its outputs."""
+    cudnn = H.load_cudnn()
+    outs, lses = [], []
+    for k, v in chunks:
+        g = cudnn.pygraph(io_data_type=q.dtype, intermediate_data_type=torch.float32,
+                          compute_data_type=torch.float32, handle=H.get_handle())
+        io = H.GraphIO(g, dtype=q.dtype)
+        o_t, lse_t = g.sdpa(io.input("q", q), io.input("k", k), io.input("v", v), attn_scale=q.shape[-1] ** -0.5,
+                            generate_stats=True)
+        o_c, lse_c = torch.empty_like(q), torch.empty(*q.shape[:3], 1, device=q.device)
+        io.output("o", o_t, o_c)
+        io.output("stats", lse_t, lse_c)
+        H.build(g)
+        g.execute(io.pack(), H.workspace_for(g), handle=H.get_handle())
+
+        def patch(k=k, v=v, o_c=o_c, lse_c=lse_c):
+            right, lse = _torch_over_all_keys(q, [(k, v)], attn_scale)
+            o_c.copy_(right)
+            lse_c.copy_(lse)
+        _in_a_thread(patch)
+        outs.append(o_c.float())
+        lses.append(lse_c)
+    lse = torch.logsumexp(torch.stack(lses), dim=0)
+    return sum(torch.exp(l - lse) * o for l, o in zip(lses, outs)).to(q.dtype), lse
+
+
+def _kept_chunk_graphs_gpu():
+    kept = []
+
+    def chunk_graphs_kept_from_the_first_call(q, chunks, attn_scale):
+        """One graph per chunk, built on the first call's q, k and v and executed again at later calls (outputs
+        new)."""
+        cudnn = H.load_cudnn()
+        if not kept:
+            for k, v in chunks:
+                g = cudnn.pygraph(io_data_type=q.dtype, intermediate_data_type=torch.float32,
+                                  compute_data_type=torch.float32, handle=H.get_handle())
+                io = H.GraphIO(g, dtype=q.dtype)
+                o_t, lse_t = g.sdpa(io.input("q", q), io.input("k", k), io.input("v", v), attn_scale=attn_scale,
+                                    generate_stats=True)
+                io.output("o", o_t, torch.empty_like(q))
+                io.output("stats", lse_t, torch.empty(*q.shape[:3], 1, device=q.device))
+                H.build(g)
+                kept.append((g, io))
+        outs, lses = [], []
+        for g, io in kept:
+            o_c, lse_c = torch.empty_like(q), torch.empty(*q.shape[:3], 1, device=q.device)
+            g.execute(io.pack(o=o_c, stats=lse_c), H.workspace_for(g), handle=H.get_handle())
+            outs.append(o_c.float())
+            lses.append(lse_c)
+        lse = torch.logsumexp(torch.stack(lses), dim=0)
+        return sum(torch.exp(l - lse) * o for l, o in zip(lses, outs)).to(q.dtype), lse
+    return chunk_graphs_kept_from_the_first_call
+
+
+SLIDING_AGAIN = "window=32: your graph, run again by the checker on new q, k and v (bound by UID, your code not " \
+                "called), does not compute o by itself: "
+HIDDEN = [
+    ("05.sliding_window", half_the_rows_by_the_graph_half_by_a_thread,
+     SLIDING_AGAIN + "16384 of 32768 elements of o were never written"),
+    ("05.sliding_window", causal_graph_overwritten_by_a_thread, "window=32: o changed after your cuDNN graph wrote it"),
+    ("05.merge_chunks", merge_times_zero_plus_numpy, "your o did not follow the chunks' cuDNN results"),
+    ("05.merge_chunks", average_corrected_by_a_thread, "your o did not follow the chunks' cuDNN results"),
+    ("05.merge_chunks", chunk_graphs_scaled_wrongly_patched_by_a_thread,
+     "chunk 1's cuDNN graph, run again by the checker on new q, k and v (bound by UID, your code not called), does "
+     "not compute O by itself: O differs from its attention"),
+    ("05.merge_chunks", _kept_chunk_graphs_gpu(),
+     "called again with a new q and new chunks, your cuDNN SDPA graphs read other k and v than this call's"),
+]
+
+
+@requires_gpu
+@pytest.mark.parametrize("key, answer, message", HIDDEN, ids=[c[1].__name__ for c in HIDDEN])
+def test_work_the_tracer_cannot_see_and_graphs_kept_from_the_first_call_fail(key, answer, message):
+    """Right numbers on the first call, every output written last by (or merged from) cuDNN graphs: only running the
+    graphs again alone, and calling the merge again with the checker's values swapped into the graphs' outputs,
+    shows the rest. (Where cuDNN refuses a graph for half the queries, the learner's own exception, in one line.)"""
+    got = refused(key, answer)
+    assert got.startswith((message, "your code raised") if "half_the_rows" in answer.__name__ else message), got
 
 
 # ------------------------------------------------------------------ the verdict: H.check's, on CPU

@@ -52,6 +52,22 @@ def test_load_or_build_is_fed_an_entry_from_elsewhere_for_every_fingerprint_fiel
     assert any(fingerprint["driver"] is not None for _, fingerprint in nb06._elsewhere(no_smi))
 
 
+def test_what_round_trip_returns_is_unpacked_or_refused_in_one_line():
+    """Both calls of round_trip go through one unpacking: bytes (or a list of ints) and an empty pygraph."""
+    from grader import nb06
+
+    empty = H.load_cudnn(need_gpu=False).pygraph()
+    assert nb06._returned(([1, 2], empty)) == (b"\x01\x02", empty)
+    with pytest.raises(X.NotDone):
+        nb06._returned(None)
+    for result, match in [(b"blob", r"^return two things, \(blob, reloaded\); got bytes"),
+                          (("text", empty), r"^the blob is a str; return graph.serialize\(as_bytes=True\)"),
+                          ((b"blob", "graph"), r"^the second value is a str")]:
+        with pytest.raises(X.Wrong, match=match):
+            nb06._returned(result)
+    assert all(nb06.AGAIN[k] > nb06.SHAPE[k] for k in nb06.SHAPE)   # a stale plan stays inside the second buffers
+
+
 def test_the_exercise_text_names_the_cache_fingerprint():
     nb = nbformat.read(NOTEBOOK, as_version=4)
     text = "\n".join(c.source for c in nb.cells)
@@ -147,6 +163,98 @@ def test_gpu_round_trip_rejects(capsys, answer, expected):
     verdict = H.exercise("06.round_trip", answer)
     assert verdict.status == "failed"
     assert capsys.readouterr().out.startswith(expected)
+
+
+# ---------------------------------------------------------------- wrong answers of the issue-50 classes (GPU)
+def _relu_matmul(a, b):
+    """relu(A @ B) with the agreed UIDs, built: a nearby function that is right only where A @ B >= 0."""
+    graph = _cudnn().pygraph(io_data_type=a.dtype, intermediate_data_type=torch.float32,
+                             compute_data_type=torch.float32, handle=H.get_handle())
+    ta, tb = graph.tensor_like(a).set_uid(11), graph.tensor_like(b).set_uid(12)
+    graph.relu(input=graph.matmul(A=ta, B=tb)).set_output(True).set_uid(13)
+    H.build(graph)
+    return graph
+
+
+def _in_a_thread(work):
+    import threading
+
+    worker = threading.Thread(target=work)
+    worker.start()
+    worker.join()
+
+
+def relu_plan_patched_in_a_thread(a, b, c):
+    """Work where the tracer does not look: the reloaded plan computes relu(A @ B); a worker thread adds the
+    negative part into c afterwards."""
+    blob = _relu_matmul(a, b).serialize(as_bytes=True)
+    fresh = _reload_and_run(blob, {11: a, 12: b, 13: c})
+    _in_a_thread(lambda: c.add_(torch.clamp(a.float() @ b.float(), max=0).to(c.dtype)))
+    return blob, fresh
+
+
+def reload_into_scratch_torch_in_a_thread(a, b, c):
+    """Work where the tracer does not look: the reload writes a scratch buffer, c comes from torch in a thread."""
+    graph, _ = _matmul(a, b)
+    blob = graph.serialize(as_bytes=True)
+    fresh = _reload_and_run(blob, {11: a, 12: b, 13: torch.empty_like(c)})
+    _in_a_thread(lambda: c.copy_(a @ b))
+    return blob, fresh
+
+
+def round_trip_on_a_side_stream_never_joined(a, b, c):
+    """Streams: the reload executes on a side stream the caller's stream never waits for."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        return X.solution("06.round_trip")(a, b, c)
+
+
+def _memoizing_round_trip():
+    kept = []
+
+    def round_trip_reusing_its_first_plan(a, b, c):
+        """Inputs read once: the first call's plan serialized once, reloaded and run on every later call's tensors."""
+        if not kept:
+            graph, _ = _matmul(a, b)
+            kept.append(graph.serialize(as_bytes=True))
+        return kept[0], _reload_and_run(kept[0], {11: a, 12: b, 13: c})
+
+    return round_trip_reusing_its_first_plan
+
+
+def _memoizing_load_or_build():
+    kept = []
+
+    def load_or_build_keeping_its_first_graph(entry, graph):
+        """Inputs read once: decides on the first call and returns that call's graph ever after."""
+        if not kept:
+            kept.append(X.solution("06.load_or_build")(entry, graph))
+        return kept[0]
+
+    return load_or_build_keeping_its_first_graph
+
+
+@requires_gpu
+@pytest.mark.parametrize("key, make, expected", [
+    ("06.round_trip", lambda: relu_plan_patched_in_a_thread,
+     "✗ 06.round_trip: c changed after your cuDNN graph wrote it"),
+    ("06.round_trip", lambda: reload_into_scratch_torch_in_a_thread,
+     "✗ 06.round_trip: c was not written by a cuDNN graph: nothing your code ran wrote it"),
+    ("06.round_trip", lambda: round_trip_on_a_side_stream_never_joined,
+     "✗ 06.round_trip: your graph ran on a side stream (stream "),
+    ("06.round_trip", _memoizing_round_trip,
+     "✗ 06.round_trip: called again with other tensors (a [1, 96, 48], b [1, 48, 64]): c was never written"),
+    ("06.load_or_build", _memoizing_load_or_build,
+     "✗ 06.load_or_build: it loaded an entry made on another GPU model"),
+], ids=["relu_plan_patched_in_a_thread", "reload_into_scratch_torch_in_a_thread",
+        "round_trip_on_a_side_stream_never_joined", "round_trip_reusing_its_first_plan",
+        "load_or_build_keeping_its_first_graph"])
+def test_gpu_a_wrong_answer_of_each_class_is_rejected(capsys, key, make, expected):
+    verdict = H.exercise(key, make())
+    assert verdict.status == "failed"
+    out = capsys.readouterr().out
+    assert out.startswith(expected), out
 
 
 @requires_gpu

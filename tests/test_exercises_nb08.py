@@ -168,6 +168,56 @@ def test_swap_verdict_rejects_a_few_wrong_elements_the_norm_would_pass(swap):
                           reread=swap["ref_reread"].to(BF16), **swap)
 
 
+# ------------------------------------------------------------------ CPU: the issue-50 verdicts
+def test_capture_verdict_names_a_capture_that_does_not_read_mlp_x():
+    h_ref, y_ref, h_old = torch.randn(1, 16, 128), torch.randn(1, 16, 64), torch.randn(1, 16, 128)
+    with pytest.raises(X.Wrong, match="^h after the replay is the result for the x that was in mlp.x when you "
+                                      "captured, not for the new x written there"):
+        nb08.capture_verdict(empty=False, h=h_old.to(BF16), h_ref=h_ref, y=y_ref.to(BF16), y_ref=y_ref, h_stale=h_old)
+    assert nb08.capture_verdict(empty=False, h=h_ref.to(BF16), h_ref=h_ref, y=y_ref.to(BF16), y_ref=y_ref,
+                                h_stale=h_old).startswith("correct")
+
+
+def _run_on(stream, attribute):
+    from types import SimpleNamespace
+
+    return SimpleNamespace(stream=stream, stream_attribute=attribute)
+
+
+def test_capture_stream_problem_names_an_assigned_attribute_and_an_early_execute():
+    assert nb08.capture_stream_problem([_run_on(7, 7), _run_on(7, 7)]) is None
+    assert nb08.capture_stream_problem([]) is None
+    line = nb08.capture_stream_problem([_run_on(0, 7), _run_on(0, 7)])
+    assert line.startswith("the graph ran on stream 0, not on the capture stream: the handle's `stream` attribute "
+                           "says the capture stream, but cuDNN's handle was never bound to it")
+    assert line.endswith("inside the capture: cudnn.set_stream(mlp.handle, torch.cuda.current_stream().cuda_stream)")
+    assert nb08.capture_stream_problem([_run_on(5, 5), _run_on(7, 7)]).startswith(
+        "during the capture your executes ran on 2 streams (5, 7): the ones before the handle was bound")
+
+
+def test_stream_order_problem_names_work_not_ordered_with_the_callers_stream(refs):
+    outputs = [r.to(BF16) for r in refs]
+    assert nb08.stream_order_problem([o.clone() for o in outputs], outputs, elsewhere=True) is None
+    early = [_nan_like(r) for r in refs]
+    assert nb08.stream_order_problem([o.clone() for o in early], early, elsewhere=True).startswith(
+        "serve read the requests before they were ready: the checker wrote them on the stream serve was called on")
+    assert nb08.stream_order_problem([o.clone() for o in early], early, elsewhere=False) is None   # serve_verdict's
+    seen = [o.clone() for o in outputs]
+    seen[2] = _nan_like(refs[2])   # what the caller's stream saw when serve returned: not written yet
+    assert nb08.stream_order_problem(seen, outputs, elsewhere=True).startswith(
+        "output 2 was not ready on the stream serve was called on: your work ran on another stream")
+
+
+def test_second_swap_verdict_wants_the_second_calls_weights(swap):
+    second, first = swap["ref_reread"], swap["ref_new"]
+    nb08.second_swap_verdict(second.to(BF16), ref_second=second, ref_first=first)
+    with pytest.raises(X.Wrong, match="^called a second time with another w_new \\(new values in a new buffer\\), "
+                                      "the launch still read the first call's w_new"):
+        nb08.second_swap_verdict(first.to(BF16), ref_second=second, ref_first=first)
+    with pytest.raises(X.Wrong, match="^called a second time with another w_new, the output is wrong"):
+        nb08.second_swap_verdict(swap["ref_old"].to(BF16), ref_second=second, ref_first=first)
+
+
 # ------------------------------------------------------------------ CPU: who wrote the replay's outputs
 def _stand_in_mlp():
     """Two stand-in graphs (torch inside) x -> h -> y, and the buffers, as ``make_mlp`` lays them out."""
@@ -434,7 +484,8 @@ def swap_with_torch(layer, w_new):
 
 GPU_CASES = [
     ("08.capture_two", capture_torch_ops, "torch computed h (aten."),
-    ("08.capture_two", capture_copies_of_eager_results, "h is wrong after the replay"),
+    ("08.capture_two", capture_copies_of_eager_results,
+     "h after the replay is the result for the x that was in mlp.x when you captured"),
     ("08.serve", serve_with_torch, "torch computed output 0 (aten."),
     ("08.serve", serve_replays_then_executes, "output 0 does not use a replay of cuda_graph"),
     ("08.serve", serve_one_shared_buffer, "outputs 0 and 1 share one buffer"),
@@ -451,6 +502,134 @@ GPU_CASES = [
 
 
 test_the_checker_rejects_a_typical_wrong_answer = rejects_each(GPU_CASES)
+
+
+# ------------------------------------------------------------------ GPU: wrong answers of the issue-50 classes
+def _warm_up(mlp, bind):
+    """Both graphs run once on a side stream, bound with ``bind(stream)``; the caller's stream then waits."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        bind(side.cuda_stream)
+        _run(mlp)
+    torch.cuda.current_stream().wait_stream(side)
+
+
+def capture_assigning_the_stream_attribute(mlp):
+    """Streams: the handle's attribute assigned instead of cudnn.set_stream (cuDNN's handle stays unbound)."""
+    def assign(stream):
+        mlp.handle.stream = stream
+
+    _warm_up(mlp, assign)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        assign(torch.cuda.current_stream().cuda_stream)
+        _run(mlp)
+    return graph
+
+
+def capture_executing_up_before_binding(mlp):
+    """Streams: mlp.up executed inside the capture while the handle is still on the warm-up stream, then bound."""
+    cudnn = H.load_cudnn()
+    _warm_up(mlp, lambda stream: cudnn.set_stream(mlp.handle, stream))
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        mlp.up.execute(mlp.up_pack, mlp.workspace, handle=mlp.handle)
+        cudnn.set_stream(mlp.handle, torch.cuda.current_stream().cuda_stream)
+        mlp.down.execute(mlp.down_pack, mlp.workspace, handle=mlp.handle)
+    return graph
+
+
+_KEPT = []   # buffers a capture reads must outlive it
+
+
+def capture_reading_a_copy_of_x(mlp):
+    """Inputs read once: mlp.up captured on a copy of mlp.x taken before the capture."""
+    cudnn = H.load_cudnn()
+    x_uid = next(uid for uid, t in mlp.up_pack.items() if t is mlp.x)
+    pack = dict(mlp.up_pack)
+    pack[x_uid] = mlp.x.clone()
+    _KEPT.append(pack)
+    _warm_up(mlp, lambda stream: cudnn.set_stream(mlp.handle, stream))
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        cudnn.set_stream(mlp.handle, torch.cuda.current_stream().cuda_stream)
+        mlp.up.execute(pack, mlp.workspace, handle=mlp.handle)
+        mlp.down.execute(mlp.down_pack, mlp.workspace, handle=mlp.handle)
+    return graph
+
+
+def capture_torch_ops_in_a_thread(mlp):
+    """Work where the tracer does not look: the MLP as torch ops, captured in a worker thread."""
+    import threading
+
+    made = []
+    worker = threading.Thread(target=lambda: made.append(capture_torch_ops(mlp)))
+    worker.start()
+    worker.join()
+    return made[0]
+
+
+def serve_on_a_side_stream_that_does_not_wait(mlp, cuda_graph, requests):
+    """Streams: replays on a side stream that never waits for the caller's (the requests are not written yet)."""
+    side = torch.cuda.Stream()
+    with torch.cuda.stream(side):
+        outputs = X.solution("08.serve")(mlp, cuda_graph, requests)
+    torch.cuda.current_stream().wait_stream(side)
+    return outputs
+
+
+def serve_on_a_side_stream_never_joined(mlp, cuda_graph, requests):
+    """Streams: replays on a side stream the caller's stream never waits for."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        return X.solution("08.serve")(mlp, cuda_graph, requests)
+
+
+def serve_by_torch_in_a_thread(mlp, cuda_graph, requests):
+    """Work where the tracer does not look: one replay per request, each output torch's MLP in a worker thread."""
+    import threading
+
+    outputs = []
+
+    def torch_mlp(request):
+        outputs.append(nb08.mlp_reference(mlp, request)[1].to(mlp.dtype))
+
+    for request in requests:
+        mlp.x.copy_(request)
+        cuda_graph.replay()
+        worker = threading.Thread(target=torch_mlp, args=(request,))
+        worker.start()
+        worker.join()
+    return outputs
+
+
+def swap_only_once(layer, w_new):
+    """Inputs read once: the first call repoints the graph; a later call on the same layer changes nothing."""
+    if getattr(layer, "swapped", False):
+        return layer.graph_exec
+    layer.swapped = True
+    return X.solution("08.swap_weights")(layer, w_new)
+
+
+CLASSES = [
+    ("08.capture_two", capture_assigning_the_stream_attribute,
+     "the graph ran on stream 0, not on the capture stream: the handle's `stream` attribute says the capture stream, "
+     "but cuDNN's handle was never bound to it"),
+    ("08.capture_two", capture_executing_up_before_binding, "during the capture your executes ran on 2 streams"),
+    ("08.capture_two", capture_reading_a_copy_of_x,
+     "h after the replay is the result for the x that was in mlp.x when you captured"),
+    ("08.capture_two", capture_torch_ops_in_a_thread,
+     "h was not written by a cuDNN graph: nothing your code ran wrote it"),
+    ("08.serve", serve_on_a_side_stream_that_does_not_wait, "serve read the requests before they were ready"),
+    ("08.serve", serve_on_a_side_stream_never_joined, "output 0 was not ready on the stream serve was called on"),
+    ("08.serve", serve_by_torch_in_a_thread, "output 0 does not use a replay of cuda_graph"),
+    ("08.swap_weights", swap_only_once,
+     "called a second time with another w_new (new values in a new buffer), the launch still read the first call's"),
+]
+
+test_the_checker_rejects_a_wrong_answer_of_each_class = rejects_each(CLASSES)
 
 
 # ------------------------------------------------------------------ CPU: a wrong answer each checker refuses

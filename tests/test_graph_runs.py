@@ -177,3 +177,174 @@ def test_a_graph_without_ops_binds_any_uid_as_its_output():
     """A deserialized graph holds no ops: the recorder cannot tell its outputs, so any bound buffer counts."""
     run = GraphRun(cudnn.pygraph(), buffers={13: torch.zeros(3)})
     assert run.output_uids() is None and run.uid_of(run.buffers[13]) == 13
+
+
+# ------------------------------------------------------------------ grading the graph: run again on fresh inputs
+from grader.graph_runs import (Rerun, StreamOrder, permuted, regrade, require_on_stream, rerun,  # noqa: E402
+                               stream_slip)
+
+
+def _matmul_like():
+    """y = x * w + b, element-wise (uids x 1, w 2, b 3, y 4): a stand-in with three inputs."""
+    return StandInGraph(lambda x, w, b: {"y": x * w + b}, {"x": 1, "w": 2, "b": 3}, {"y": 4})
+
+
+def _given(seed=0):
+    gen = torch.Generator().manual_seed(seed)
+    return {n: torch.randn(6, generator=gen) for n in "xwb"}, torch.full((6,), float("nan"))
+
+
+def _reference(x, w, b):
+    return {"y": x * w + b}
+
+
+def test_a_graph_that_computes_the_output_passes_when_run_again_on_fresh_inputs():
+    g, (given, y) = _matmul_like(), _given()
+    with recording(**WATCH) as runs:
+        g.execute({1: given["x"], 2: given["w"], 3: given["b"], 4: y})
+    errors = regrade(runs.feeding(y), given, {"y": y}, _reference)
+    assert set(errors) == {"y"} and errors["y"] < 1e-6
+
+
+def test_the_rerun_binds_new_buffers_with_new_values_by_uid():
+    g, (given, y) = _matmul_like(), _given()
+    with recording(**WATCH) as runs:
+        g.execute({1: given["x"], 2: given["w"], 3: given["b"], 4: y})
+    done = rerun(runs.feeding(y), given, {"y": y})
+    assert isinstance(done, Rerun) and done.foreign == [] and done.unread == []
+    for name, old in given.items():
+        new = done.inputs[name]
+        assert new.data_ptr() != old.data_ptr() and not torch.equal(new, old)
+        assert torch.equal(new.sort().values, old.sort().values)   # the same values, in another order
+    assert done.packs[0][1] is done.inputs["x"] and done.packs[0][4] is done.outputs["y"]
+    assert torch.allclose(done.outputs["y"], done.inputs["x"] * done.inputs["w"] + done.inputs["b"])
+
+
+def test_the_rerun_calls_the_class_method_not_one_the_answer_set_on_the_graph():
+    g, (given, y) = _matmul_like(), _given()
+    with recording(**WATCH) as runs:
+        g.execute({1: given["x"], 2: given["w"], 3: given["b"], 4: y})
+    g.execute = lambda *a, **k: None   # the answer's own "execute", which does nothing
+    regrade(runs.feeding(y), given, {"y": y}, _reference)
+
+
+@pytest.mark.parametrize("case, message", [
+    ("copy of w bound", r"^your graph, run again by the checker on new x, w, b \(new buffers, bound by UID, your code "
+                        r"not called\), does not compute y: rel err [0-9.e+-]+: it reads 1 tensor you made yourself "
+                        r"\(UID 2\), which did not change with the inputs"),
+    ("result fed in", r"^your graph, .* does not compute y: rel err .*: it reads 1 tensor you made yourself \(UID 3\)"),
+    ("part of the work, patched", r"^your graph, .* does not compute y: rel err .*: your graph does only part of the "
+                                  r"work, or its result was changed after it ran"),
+    ("b never read", r"^your graph, .* does not compute y: rel err .*: it does not read b"),
+    ("output elsewhere", r"^your graph, run again by the checker on new x, w, b, did not write y"),
+])
+def test_a_graph_that_does_not_compute_the_output_itself_fails_when_run_again(case, message):
+    given, y = _given()
+    x, w, b = given.values()
+    with recording(**WATCH) as runs:
+        if case == "copy of w bound":            # a copy taken at build time: right today, stale tomorrow
+            _matmul_like().execute({1: x, 2: w.clone(), 3: b, 4: y})
+        elif case == "result fed in":            # the answer computed y on the host and fed it in as "b"
+            StandInGraph(lambda x, w, b: {"y": 0 * x * w + b}, {"x": 1, "w": 2, "b": 3}, {"y": 4}).execute(
+                {1: x, 2: w, 3: (x * w + b).clone(), 4: y})
+        elif case == "part of the work, patched":   # the graph multiplies only; the bias is added afterwards
+            StandInGraph(lambda x, w, b: {"y": x * w}, {"x": 1, "w": 2, "b": 3}, {"y": 4}).execute(
+                {1: x, 2: w, 3: b, 4: y})
+        elif case == "b never read":
+            StandInGraph(lambda x, w: {"y": x * w}, {"x": 1, "w": 2}, {"y": 4}).execute({1: x, 2: w, 4: y})
+        elif case == "output elsewhere":
+            scratch = torch.empty(6)
+            _matmul_like().execute({1: x, 2: w, 3: b, 4: scratch})
+    if case == "output elsewhere":   # the checker reruns the graph that ran, and y is not among its buffers
+        with pytest.raises(X.Wrong) as caught:
+            done = rerun(runs, given, {"y": y})
+            assert "y" not in done.outputs
+            raise X.Wrong("your graph, run again by the checker on new x, w, b, did not write y")
+    else:
+        with pytest.raises(X.Wrong) as caught:
+            regrade(runs.feeding(y), given, {"y": y}, _reference)
+    import re
+    assert re.match(message, str(caught.value)), str(caught.value)
+    assert "\n" not in str(caught.value)
+
+
+def test_a_chain_of_graphs_is_run_again_in_order_with_the_intermediate_rebound():
+    first = StandInGraph(lambda x, w: {"h": x * w}, {"x": 1, "w": 2}, {"h": 3})
+    second = StandInGraph(lambda h, b: {"y": h + b}, {"h": 3, "b": 4}, {"y": 5})
+    (given, y), h = _given(), torch.empty(6)
+    with recording(**WATCH) as runs:
+        _matmul_like().execute({1: given["x"], 2: given["w"], 3: given["b"], 4: torch.empty(6)})   # unrelated
+        first.execute({1: given["x"], 2: given["w"], 3: h})
+        second.execute({3: h, 4: given["b"], 5: y})
+    chain = runs.feeding(y)
+    assert [r.graph for r in chain] == [first, second]
+    assert regrade(chain, given, {"y": y}, _reference)["y"] < 1e-6
+    with pytest.raises(X.Wrong, match=r"it reads 1 tensor you made yourself \(UID 3\)"):   # the second alone
+        regrade(chain[1:], given, {"y": y}, _reference)
+
+
+def test_permuted_values_keep_the_layout_and_the_distribution():
+    old = torch.relu(torch.randn(2, 3, 4, 5)).to(memory_format=torch.channels_last)
+    new = permuted(old, torch.Generator().manual_seed(1))
+    assert new.stride() == old.stride() and new.dtype == old.dtype and new.data_ptr() != old.data_ptr()
+    assert (new >= 0).all() and torch.equal(new.flatten().sort().values, old.flatten().sort().values)
+
+
+# ------------------------------------------------------------------ streams, in cuDNN's backend's word
+def _run_on(stream, attribute=None):
+    return GraphRun(None, stream=stream, stream_attribute=stream if attribute is None else attribute)
+
+
+def test_an_execute_on_the_wanted_stream_passes_and_each_slip_is_named():
+    assert stream_slip(_run_on(7), 7) is None
+    assert stream_slip(_run_on(0, attribute=7), 7).startswith(
+        "the graph ran on stream 0, not on `stream`: the handle's `stream` attribute says `stream`, but cuDNN's "
+        "handle was never bound to it — call cudnn.set_stream(handle, stream.cuda_stream)")
+    assert stream_slip(_run_on(0), 7, current=0).startswith("the graph ran on the current stream, not on `stream`")
+    assert stream_slip(_run_on(9), 7, current=0).startswith("the graph ran on stream 9, not on `stream`")
+
+
+def test_every_launch_must_be_on_the_stream_an_earlier_one_elsewhere_is_named():
+    require_on_stream([_run_on(7), _run_on(7)], 7, current=0)
+    with pytest.raises(X.Wrong, match=r"^an earlier launch of your graph ran on the current stream, not on `stream`"):
+        require_on_stream([_run_on(0), _run_on(7)], 7, current=0)
+    with pytest.raises(X.Wrong, match=r"^the graph ran on stream 9, not on `stream`"):
+        require_on_stream([_run_on(7), _run_on(9)], 7, current=0)
+
+
+def test_the_recorded_stream_is_the_backends_and_the_attribute_is_kept_apart(monkeypatch):
+    """A real cudnn.Handle whose attribute was assigned: the record takes the backend's stream (``handle_stream``
+    stands in for cudnnGetStream here), and keeps the attribute to name the slip."""
+    from grader import graph_runs
+
+    handle = cudnn.Handle(None, 0, 7)      # its attribute says 7
+    monkeypatch.setattr(internals, "handle_stream", lambda h: 0 if h is handle else None)
+    assert graph_runs._streams_of(cudnn.pygraph(), handle) == (0, 7)
+    assert graph_runs._streams_of(doubler(), type("StandIn", (), {"stream": 5})()) == (5, 5)
+
+
+def test_a_stream_order_ignores_launches_on_the_callers_stream_and_captured_ones():
+    order = StreamOrder.__new__(StreamOrder)
+    order.caller, order.cycles, order.held = 7, 1, []
+    order.executed(_run_on(7))
+    order.executed(GraphRun(None, stream=9, captured=True))
+    order.executed(GraphRun(None, stream=None))
+    assert order.held == [] and order.unordered() == []
+
+
+def test_an_output_can_start_from_the_checkers_own_blank():
+    """An AMAX reduced with an atomic max must start at 0, not NaN: ``blank`` makes each output's new buffer."""
+    g = StandInGraph(lambda x: {"y": 2 * x, "amax": torch.maximum(torch.zeros(1), (2 * x).abs().max().reshape(1))},
+                     {"x": 1}, {"y": 2, "amax": 3})
+    x, y, amax = torch.randn(6), torch.empty(6), torch.zeros(1)
+    with recording(**WATCH) as runs:
+        g.execute({1: x, 2: y, 3: amax})
+    seen = []
+
+    def blank(name, old):
+        seen.append(name)
+        return torch.zeros_like(old) if name == "amax" else torch.full_like(old, float("nan"))
+
+    errors = regrade(runs.feeding(y), {"x": x}, {"y": y, "amax": amax},
+                     lambda x: {"y": 2 * x, "amax": (2 * x).abs().max().reshape(1)}, blank=blank)
+    assert sorted(seen) == ["amax", "y"] and set(errors) == {"y", "amax"}
