@@ -13,11 +13,18 @@ notebook. The hand-written pages and ``conf.py`` live in ``site/``; this module 
   glossary terms the notebook uses), every heading given a label, every stored figure given alt text read from
   the code that drew it (``figure_alt``);
 - the home page's tables (``tools.reading_time``, ``tools.gpu_matrix``), the workshop agenda, the code layout;
-- the results (``results/*.csv``, tables and figures drawn here), the API index (``tools.frontend_api.API_REF``
-  over the notebooks' code).
+- the results (``results/*.csv``, summarised by ``tools.site_results``, figures drawn here), the API index
+  (``tools.frontend_api.API_REF`` over the notebooks' code), each API name also an object of the search index at
+  the section that teaches it;
+- the whole course as one page to print (Sphinx's ``singlehtml`` builder into ``print/``, from the same doctrees).
+
+Every page ends with its source on GitHub and a link to open an issue about it; ``site/_static/course.js`` ranks
+search hits (a lesson before its deep dives) and takes snippets from the article, opening a hit at its section.
 
 It is also the Sphinx extension ``conf.py`` loads: ``setup`` registers a math renderer that draws TeX with
-matplotlib's mathtext at build time, so the site needs no MathJax and works offline.
+matplotlib's mathtext at build time, so the site needs no MathJax and works offline, the API objects, each figure's
+own alt text (the one the run stored, ``output["metadata"]["image/png"]["alt"]``, else ``figure_alt``'s) and the
+source links.
 """
 from __future__ import annotations
 
@@ -429,7 +436,7 @@ def deep_dives_title(number: str, cells: list) -> str:
             for m in DEEP_DIVE_HEADING.finditer(cell_source(cell)):
                 topic = re.split(r"[:,]\s|\?\s", m[1])[0].strip().rstrip("?.")
                 first = topic.split(" ", 1)[0]
-                if first[:1].isupper() and first[1:].islower():   # "Where", not "FP8", "RMSNorm" or `code`
+                if first[:1].isupper() and (first[1:].islower() or len(first) == 1):   # "Where", "A"; not "FP8"
                     topic = topic[0].lower() + topic[1:]
                 topics.append(topic)
     return f"{number} · Deep dives: " + "; ".join(topics) if topics else f"{number} · Deep dives"
