@@ -79,7 +79,7 @@ def test_the_glossary_defines_every_term_the_pages_link_and_each_pattern_finds_i
     assert terms == list(site.TERM_PATTERNS), "site/glossary.md and tools.site.TERM_PATTERNS name the same terms"
     for term in terms:
         assert site.terms_in(f"a sentence about the {term} here", [term]) == [term], term
-    assert site.terms_in("graph.check_support(handle)", terms) == ["support check"]
+    assert site.terms_in("graph.check_support(handle)", terms) == ["support check", "handle"]
     assert site.terms_in("Statistics", terms) == [], "a pattern matches whole words"
 
 
@@ -150,7 +150,7 @@ def browser(server):
 def pages(html: Path) -> list[str]:
     """Every page of the site, as a path relative to its root."""
     return sorted(p.relative_to(html).as_posix() for p in html.rglob("*.html")
-                  if not p.relative_to(html).parts[0].startswith("_"))
+                  if not any(part.startswith("_") for part in p.relative_to(html).parts))
 
 
 @dataclass
@@ -307,9 +307,10 @@ PROSE_OVERFLOW = """() => {
 def test_at_a_phones_width_no_prose_needs_horizontal_scrolling(browser, server, built_site):
     problems = []
     for name in pages(built_site):
-        _, page = visit(browser, server + name, PHONE)
+        seen, page = visit(browser, server + name, PHONE)
         found = page.evaluate(PROSE_OVERFLOW)
         page.close()
+        problems += [f"{name}: {p}" for p in seen.problems]   # 0 console errors, 0 failed requests here too
         if found["page"] > found["width"]:
             problems.append(f"{name}: the page is {found['page']} px wide at {found['width']} px")
         problems += [f"{name}: {w}" for w in found["wide"]]
@@ -336,3 +337,252 @@ def test_staging_again_leaves_no_stale_page(tmp_path):
     assert not stale.exists()
     assert sorted(p.name for p in (tmp_path / site.LESSONS).glob("*.ipynb")) == [p.name for p in notebook_paths()]
     assert any((tmp_path / site.GENERATED / "plots").glob("*.png"))
+
+
+# ------------------------------------------------------------------ issue 49: a site a learner reads with pleasure
+from tools import site_results  # noqa: E402
+
+SCREENS = {DESKTOP: 800, PHONE: 844}          # the two screens every reading check runs at
+WIDTHS = pytest.mark.parametrize("width", [DESKTOP, PHONE], ids=["desktop", "phone"])
+
+
+def lesson_stem(number: str) -> str:
+    return next(p.stem for p in notebook_paths() if p.name.startswith(number))
+
+
+def opened(browser, server, path: str, width: int):
+    """A page at one of the two screens, with the problems it met (console errors, failed requests)."""
+    page = browser.new_page(viewport={"width": width, "height": SCREENS[width]})
+    problems = []
+    page.on("console", lambda m: problems.append(f"console {m.type}: {m.text}") if m.type == "error" else None)
+    page.on("requestfailed", lambda r: problems.append(f"failed request: {r.url}"))
+    page.goto(server + path, wait_until="networkidle")
+    page.problems = problems
+    return page
+
+
+def test_figures_use_the_alt_text_the_run_stored_else_the_code_and_keep_their_size():
+    """The contract with the toolbox: ``output["metadata"]["image/png"]["alt"]`` wins where a run stored it."""
+    code = "# the loss curves\nplt.plot(x, y)\nplt.show()\n"
+    png = {"output_type": "display_data", "data": {"image/png": "iVBOR"}, "metadata": {}}
+    told = copy_of(png, metadata={"image/png": {"alt": "Loss falls  from 2.3 to 0.4 over 100 steps."}})
+    nb = {"cells": [{"cell_type": "code", "source": code, "metadata": {}, "outputs": [told, png]}]}
+    lesson = site.Lesson("99", "99_x", "99 · X", 1, 1)
+    cell, = site.staged_cells(nb, nb["cells"], 0, lesson, lambda i: {})
+    assert cell["metadata"]["course_alts"] == ["Loss falls from 2.3 to 0.4 over 100 steps.",
+                                               "One of 2 figures: the loss curves."]
+    options = cell["metadata"]["mystnb"]["image"]
+    assert options["scale"] == "100" and "width" not in options, "natural size, capped by CSS, linked full size"
+
+
+def copy_of(output: dict, **changes) -> dict:
+    return {**json.loads(json.dumps(output)), **changes}
+
+
+def test_printed_lines_keep_their_place_after_a_figure():
+    outputs = [{"output_type": "stream", "name": "stdout", "text": "before\n"},
+               {"output_type": "stream", "name": "stdout", "text": ["more\n"]},
+               {"output_type": "display_data", "data": {"image/png": "x"}, "metadata": {}},
+               {"output_type": "stream", "name": "stdout", "text": "10%\r100%\nafter\n"}]
+    joined = site.ordered_streams(outputs)
+    assert [o["output_type"] for o in joined] == ["stream", "display_data", "stream"]
+    assert joined[0]["text"] == "before\nmore\n" and joined[2]["text"] == "100%\nafter\n"
+    conf = (ROOT / "site" / "conf.py").read_text()
+    assert re.search(r"^nb_merge_streams = False", conf, re.M), "MyST-NB's merge lifts them above the figure"
+
+
+def test_results_numbers_are_rounded_and_every_ratio_reads_one_way():
+    assert site_results.significant(5.25827e-05) == "5.26\u00a0×\u00a010⁻⁵"
+    assert [site_results.significant(v) for v in (1237.26, 0.085632, 2.1833, 33, 0)] == \
+        ["1240", "0.0856", "2.18", "33.0", "0"]
+    assert site_results.cudnn_version("91900") == "9.19.0" and site_results.cudnn_version("8907") == "8.9.7"
+    for path in sorted((ROOT / "results").glob("*.csv")):
+        unread = [r["metric"] for r in site_results.read_rows(path)
+                  if r["unit"] == "x" and site_results.reading(r["metric"]) is None]
+        assert not unread, f"{path.name}: say how these ratios read (tools/site_results.py, reading): {unread}"
+    assert site_results.reading("small eager vs fused GPU time") == site_results.Reading("small eager", True)
+    assert site_results.reading("fused vs eager (GPU time)") == site_results.Reading("eager", True)
+    assert site_results.reading("capstone best rung host µs per fwd+bwd / F.sdpa").higher_is_better is False
+
+
+def test_deep_dive_pages_are_titled_by_what_they_hold_and_downloads_keep_their_names():
+    for path in notebook_paths():
+        _, deep = split_core(json.loads(path.read_text()))
+        title = site.deep_dives_title(path.name[:2], deep)
+        assert title.startswith(f"{path.name[:2]} · Deep dives: ") and len(title) > 40, title
+        assert site.handout_name(path.stem) != path.name
+
+
+# -- in Chromium, at both screens
+@WIDTHS
+def test_the_home_pages_first_screen_says_what_and_for_whom_and_offers_three_ways_in(browser, server, width):
+    page = opened(browser, server, "index.html", width)
+    found = page.evaluate("""() => {
+      const seen = el => { const r = el.getBoundingClientRect(), s = getComputedStyle(el);
+        return r.width > 0 && r.height > 0 && s.visibility !== 'hidden' && r.bottom <= innerHeight; };
+      const links = Array.from(document.querySelectorAll('.bd-article a')).filter(seen)
+        .map(a => [a.textContent.trim(), a.href]);
+      const boxes = Array.from(document.querySelectorAll('.search-button-field, form.bd-search input'))
+        .filter(el => { const r = el.getBoundingClientRect(); return r.width > 0 && r.height > 0; }).length;
+      const article = document.querySelector('.bd-header-article, .bd-article').getBoundingClientRect().top;
+      const text = document.querySelector('.bd-article').innerText;
+      return {links, boxes, top: article, forWhom: /For whom/.test(text)};
+    }""")
+    page.close()
+    texts = dict(found["links"])
+    assert "colab.research.google.com" in texts.get("Start 01 in Colab", ""), found["links"]
+    assert "Read 01 here" in texts and "Run it locally" in texts, found["links"]
+    assert found["forWhom"]
+    assert found["boxes"] <= 1 and (width == PHONE or found["boxes"] == 1), f"{found['boxes']} search boxes"
+    assert found["top"] <= 1, f"an empty strip of {found['top']} px above the page"
+
+
+@WIDTHS
+def test_no_api_index_name_runs_over_two_lines(browser, server, width):
+    page = opened(browser, server, "api.html", width)
+    lines = page.evaluate("""() => Array.from(document.querySelectorAll('.course-api td:first-child')).map(td => {
+      const range = document.createRange(); range.selectNodeContents(td);
+      const tops = new Set(Array.from(range.getClientRects()).filter(r => r.width > 0).map(r => Math.round(r.top)));
+      return [td.textContent.trim(), tops.size]; })""")
+    page.close()
+    assert len(lines) > 50
+    over = [f"{name}: {n} lines" for name, n in lines if n > 2]
+    assert not over, "\n".join(over[:20])
+
+
+@WIDTHS
+def test_lesson_code_has_copy_buttons_and_fits_or_scrolls_in_its_box(browser, server, width):
+    page = opened(browser, server, f"{site.LESSONS}/{lesson_stem('02')}.html", width)
+    found = page.evaluate("""() => {
+      const cells = Array.from(document.querySelectorAll('.bd-article .cell_input'));
+      const pre = cells[1].querySelector('pre'), probe = document.createElement('span');
+      probe.textContent = 'x'.repeat(88); pre.appendChild(probe);
+      const line = probe.getBoundingClientRect().width; probe.remove();
+      const s = getComputedStyle(pre);
+      return {cells: cells.length, buttons: cells.filter(c => c.querySelector('button.copybtn')).length, line,
+              inner: pre.clientWidth - parseFloat(s.paddingLeft) - parseFloat(s.paddingRight),
+              overflow: s.overflowX, page: document.documentElement.scrollWidth, width: innerWidth};
+    }""")
+    page.close()
+    assert found["cells"] > 10 and found["buttons"] == found["cells"], found
+    if width == DESKTOP:
+        assert found["inner"] >= found["line"], f"an 88-column line needs {found['line']:.0f} px, the box has " \
+                                                f"{found['inner']:.0f}"
+    assert found["overflow"] in ("auto", "scroll") and found["page"] <= found["width"], found
+
+
+@WIDTHS
+@pytest.mark.parametrize("query, number", [("conv_fprop", "02"), ("create_execution_plans", "01"),
+                                           ("plan cache", "06")])
+def test_search_puts_the_lesson_that_teaches_it_first_with_a_snippet_of_content(browser, server, width, query,
+                                                                                 number):
+    page = opened(browser, server, "search.html?q=" + urllib.parse.quote(query), width)
+    page.wait_for_selector("#search-results ul.search li", timeout=30_000)
+    page.wait_for_function("() => document.querySelectorAll('#search-results ul.search li p.context').length >= 2",
+                           timeout=30_000)
+    hits = page.evaluate("""() => Array.from(document.querySelectorAll('#search-results ul.search li')).map(li =>
+        ({href: li.querySelector('a').getAttribute('href'), text: li.textContent}))""")
+    problems = page.problems
+    page.close()
+    first = hits[0]["href"]
+    assert first.split("/")[-1].startswith(f"{lesson_stem(number)}.html") and "deep_dives" not in first, hits[:3]
+    assert "#" in first, f"the hit opens at the top of the page: {first}"
+    theme = [h["text"][:80] for h in hits if re.search(r"System Settings|Light Dark|\bContents\b", h["text"])]
+    assert not theme, theme
+    assert not problems, problems
+
+
+@WIDTHS
+def test_the_results_page_is_a_summary(browser, server, built_site, width):
+    page = opened(browser, server, "results.html", width)
+    found = page.evaluate("""() => ({
+      text: document.querySelector('.bd-article').innerText,
+      csv: Array.from(document.querySelectorAll('.bd-article a')).map(a => a.getAttribute('href'))
+             .filter(h => h && h.endsWith('.csv')),
+      boxes: Array.from(document.querySelectorAll('.bd-article table')).map(t =>
+             [t.getBoundingClientRect().width, Math.max(...Array.from(t.rows).map(r => r.getBoundingClientRect().width))]),
+      headers: Array.from(document.querySelectorAll('.bd-article table th')).map(th => th.textContent.trim()),
+    })""")
+    problems = page.problems
+    page.close()
+    numbers = re.findall(r"(?<![\w.])\d[\d.]*(?:e-?\d+)?", found["text"].replace("\u00a0", " "))
+    digits = lambda n: len(n.split("e")[0].replace(".", "").lstrip("0").rstrip("0" if "." not in n else ""))
+    long = [n for n in numbers if digits(n) > 4 and not re.fullmatch(r"20\d\d", n) and "-" not in n]
+    assert not long, f"numbers with more than 4 significant digits: {long[:10]}"
+    assert "91900" not in found["text"] and "cuDNN 9.19.0" in found["text"]
+    assert not re.search(r"\d(?:\.\d+)?x\b", found["text"]), "ratios are written with ×"
+    assert {"rival", "bar"} <= set(found["headers"])
+    assert found["csv"] and (built_site / "results.html").parent.joinpath(found["csv"][0]).is_file()
+    empty = [b for b in found["boxes"] if b[0] > b[1] + 4]
+    assert not empty, f"tables bordered wider than their rows: {empty}"
+    assert not problems, problems
+
+
+@WIDTHS
+def test_figures_show_at_their_size_and_open_full_size(browser, server, width):
+    page = opened(browser, server, f"{site.LESSONS}/{lesson_stem('02')}.html", width)
+    figures = page.evaluate("""() => Array.from(document.querySelectorAll('.bd-article .cell_output img')).map(i => ({
+        shown: i.getBoundingClientRect().width, natural: i.naturalWidth,
+        column: i.closest('.cell_output').getBoundingClientRect().width,
+        link: i.closest('a') ? i.closest('a').getAttribute('href') : null}))""")
+    page.close()
+    assert figures
+    for f in figures:
+        assert f["link"] and f["link"].endswith(".png"), f
+        assert f["shown"] <= min(f["natural"], f["column"]) + 1, f
+
+
+@WIDTHS
+def test_lines_printed_after_a_figure_stay_below_it(browser, server, width):
+    page = opened(browser, server, f"{site.DEEP_DIVES}/{lesson_stem('05')}.html", width)
+    order = page.evaluate("""() => {
+      const outputs = Array.from(document.querySelectorAll('.cell_output')).filter(o => /thick solid line/.test(o.textContent));
+      return outputs.map(o => Array.from(o.querySelectorAll('img, pre')).map(e =>
+          e.tagName === 'IMG' ? 'figure' : (/thick solid line/.test(e.textContent) ? 'note' : 'text')));
+    }""")
+    page.close()
+    assert order and all("figure" in o and o.index("figure") < o.index("note") for o in order), order
+
+
+@WIDTHS
+def test_navigation_next_lesson_titles_glossary_recipes_source(browser, server, width):
+    page = opened(browser, server, f"{site.LESSONS}/{lesson_stem('02')}.html", width)
+    found = page.evaluate("""() => ({
+      next: (document.querySelector('a.right-next') || {}).href || '',
+      recipes: Array.from(document.querySelectorAll('.bd-article a')).map(a => a.href).filter(h => /helpers\\/recipes\\//.test(h)),
+      source: Array.from(document.querySelectorAll('p.course-source a')).map(a => a.href),
+      downloads: Array.from(document.querySelectorAll('.course-actions a')).map(a => a.getAttribute('href')),
+      text: document.querySelector('.bd-article').innerText})""")
+    page.close()
+    assert found["next"].endswith(f"{site.LESSONS}/{lesson_stem('03')}.html"), found["next"]
+    assert found["recipes"] and len(found["source"]) == 2 and "/issues/new" in found["source"][1]
+    names = [h.rsplit("/", 1)[-1] for h in found["downloads"] if "_downloads/" in h]
+    assert len(names) == 2 and len(set(names)) == 2, names
+    assert "checkout of the course" in found["text"]
+    glossary = opened(browser, server, "glossary.html", width)
+    terms = glossary.evaluate("() => Array.from(document.querySelectorAll('dl.glossary dt')).map(d => d.textContent.replace(/#$/, '').trim())")
+    glossary.close()
+    assert {"handle", "AMAX", "epilogue", "descale", "pygraph", "virtual tensor"} <= set(terms), terms
+    deep = opened(browser, server, f"{site.DEEP_DIVES}/{lesson_stem('02')}.html", width)
+    title = deep.evaluate("() => document.querySelector('.bd-article h1').textContent")
+    deep.close()
+    assert "Deep dives: " in title, title
+    exercises = opened(browser, server, "exercises.html", width)
+    text = exercises.evaluate("() => document.querySelector('.bd-article').innerText")
+    exercises.close()
+    assert "exists only once a maintainer has published" in text
+
+
+def test_the_whole_course_prints_from_one_page(built_site, desktop):
+    one = built_site / site.PRINT / "index.html"
+    assert one.is_file()
+    text = one.read_text()
+    for path in notebook_paths():
+        assert site.title(json.loads(path.read_text())) in html_unescape(text), path.name
+    assert f"{site.PRINT}/index.html" in pages(built_site) and not desktop[f"{site.PRINT}/index.html"].problems
+
+
+def html_unescape(text: str) -> str:
+    import html
+
+    return html.unescape(text)

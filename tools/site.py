@@ -13,11 +13,18 @@ notebook. The hand-written pages and ``conf.py`` live in ``site/``; this module 
   glossary terms the notebook uses), every heading given a label, every stored figure given alt text read from
   the code that drew it (``figure_alt``);
 - the home page's tables (``tools.reading_time``, ``tools.gpu_matrix``), the workshop agenda, the code layout;
-- the results (``results/*.csv``, tables and figures drawn here), the API index (``tools.frontend_api.API_REF``
-  over the notebooks' code).
+- the results (``results/*.csv``, summarised by ``tools.site_results``, figures drawn here), the API index
+  (``tools.frontend_api.API_REF`` over the notebooks' code), each API name also an object of the search index at
+  the section that teaches it;
+- the whole course as one page to print (Sphinx's ``singlehtml`` builder into ``print/``, from the same doctrees).
+
+Every page ends with its source on GitHub and a link to open an issue about it; ``site/_static/course.js`` ranks
+search hits (a lesson before its deep dives) and takes snippets from the article, opening a hit at its section.
 
 It is also the Sphinx extension ``conf.py`` loads: ``setup`` registers a math renderer that draws TeX with
-matplotlib's mathtext at build time, so the site needs no MathJax and works offline.
+matplotlib's mathtext at build time, so the site needs no MathJax and works offline, the API objects, each figure's
+own alt text (the one the run stored, ``output["metadata"]["image/png"]["alt"]``, else ``figure_alt``'s) and the
+source links.
 """
 from __future__ import annotations
 
@@ -34,7 +41,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import fork, frontend_api, gpu_matrix, reading_time, student
+from . import fork, frontend_api, gpu_matrix, reading_time, site_results, student
 from .notebooks import DEEP_DIVES_HEADING, NB_DIR, ROOT, cell_source, notebook_paths, split_core, stamp
 
 SOURCES = ROOT / "site"                       # conf.py, the hand-written pages, _static/
@@ -47,6 +54,7 @@ GENERATED = "_generated"                      # fragments the hand-written pages
 LESSONS = "lessons"                            # one page per notebook's core
 DEEP_DIVES = "lessons/deep_dives"              # one per notebook's deep dives
 DOWNLOADS = "downloads"                        # the .ipynb files the pages offer (not pages)
+PRINT = "print"                                # in the HTML folder: the whole course as one page (singlehtml)
 
 # The workshop day on the home page: the cores in order, the first exercise of each after it.
 DAY_START = (9, 0)
@@ -115,6 +123,15 @@ class Section:
     deep_dive: bool   # on the deep-dives page
 
 
+PARAMETERS_HEADING = re.compile(r"^(#{1,4}\s+)\d+\s*·\s*(Parameters)\s*$", re.M)
+
+
+def shown_heading(text: str) -> str:
+    """A heading as the site shows it: "Parameters" unnumbered on every page (02-06 number it "1 ·", 01, 07 and
+    08 do not; the other sections keep the numbers the prose refers to)."""
+    return re.sub(r"^\d+\s*·\s*(Parameters)$", r"\1", text.strip())
+
+
 def _slug(text: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", plain(text).lower()).strip("-")[:60] or "section"
 
@@ -140,12 +157,12 @@ def heading_labels(nb, number: str) -> dict[int, list[tuple[int, Section]]]:
             while label in seen:
                 label, n = f"{base}-{n}", n + 1
             seen.add(label)
-            found.setdefault(index, []).append((line_no, Section(label, plain(m[2]), deep)))
+            found.setdefault(index, []).append((line_no, Section(label, plain(shown_heading(m[2])), deep)))
     return found
 
 
 def with_labels(source: str, labels: list[tuple[int, Section]]) -> str:
-    lines = source.splitlines()
+    lines = PARAMETERS_HEADING.sub(r"\1\2", source).splitlines()
     for line_no, section in sorted(labels, key=lambda x: x[0], reverse=True):
         lines.insert(line_no, f"({section.label})=")
     return "\n".join(lines)
@@ -297,6 +314,12 @@ TERM_PATTERNS = {
     "CGA": r"\bCGAs?\b|\bcluster (?:of CTAs|launch)",
     "kernel cache": r"\bkernel[ _]cache",
     "Stats": r"\bStats\b",
+    "handle": r"\bhandles?\b|create_handle|set_stream",
+    "AMAX": r"\bamax\b|\bamax_",
+    "epilogue": r"\bepilogues?\b",
+    "descale": r"\bdescal(?:e|es|ed|ing)\b|descale_",
+    "pygraph": r"\bpygraph\b",
+    "virtual tensor": r"\bvirtual tensors?\b|set_is_virtual",
 }
 
 
@@ -310,9 +333,12 @@ def glossary_terms(path: Path = SOURCES / "glossary.md") -> list[str]:
             and not line.startswith(":")]
 
 
+CASED_TERMS = ("UID", "Stats", "CGA")    # matched as written: "uid" or "stats" in prose mean something else
+
+
 def terms_in(text: str, terms: list[str]) -> list[str]:
     """The glossary terms ``text`` uses, in the glossary's order."""
-    return [t for t in terms if re.search(TERM_PATTERNS[t], text, re.I if t not in ("UID", "Stats", "CGA") else 0)]
+    return [t for t in terms if re.search(TERM_PATTERNS[t], text, re.I if t not in CASED_TERMS else 0)]
 
 
 def term_links(terms: list[str]) -> str:
@@ -339,22 +365,56 @@ class Lesson:
         return f"{DEEP_DIVES}/{self.stem}"
 
 
-def _markdown_cell(text: str, name: str) -> dict:
-    return {"cell_type": "markdown", "id": f"course-site-{name}", "metadata": {}, "source": text}
+def repository_url() -> str:
+    return f"https://github.com/{fork.repository()}"
+
+
+def source_url(path: str) -> str:
+    """A file of the course on GitHub, on ``main``."""
+    return f"{repository_url()}/blob/main/{path}"
+
+
+def handout_name(stem: str) -> str:
+    """The hand-out's download name: never the full notebook's, so a learner who takes both keeps both."""
+    return f"{stem}_handout.ipynb"
+
+
+RECIPE_IMPORT = re.compile(r"from helpers\.recipes import ([\w, ]+)|helpers/recipes/(\w+)\.py")
+
+
+def recipes_used(nb) -> list[str]:
+    """The ``helpers/recipes`` modules a notebook imports or names, in the order it first does."""
+    found = []
+    for cell in nb["cells"]:
+        for m in RECIPE_IMPORT.finditer(cell_source(cell)):
+            for name in (m[1].split(",") if m[1] else [m[2]]):
+                name = name.strip()
+                if name and name not in found and (ROOT / "helpers" / "recipes" / f"{name}.py").is_file():
+                    found.append(name)
+    return found
 
 
 def header(nb, lesson: Lesson, page: str, terms: list[str]) -> str:
-    """The generated block under a page's title: buttons, the run, the reading time, the terms, the other page."""
+    """The generated block under a page's title: buttons, the run, the reading time, what running it needs, the
+    recipes it reuses, the terms, the other page."""
     up = "../" * page.count("/")
     actions = [f"[Open in Colab]({colab_url(nb)})",
                f"{{download}}`Notebook (.ipynb) <{up}{DOWNLOADS}/full/{lesson.stem}.ipynb>`",
-               f"{{download}}`Hand-out, no answers (.ipynb) <{up}{DOWNLOADS}/handout/{lesson.stem}.ipynb>`"]
+               f"{{download}}`Hand-out, no answers (.ipynb) <{up}{DOWNLOADS}/handout/{handout_name(lesson.stem)}>`",
+               f"[View on GitHub]({source_url(f'notebooks/{lesson.stem}.ipynb')})"]
     lines = ["", ":::{container} course-actions", "\n".join(actions), ":::", "",
              ":::{container} course-run", run_line(stamp(nb)), ":::", ""]
     if page == lesson.core_doc:
         lines.append(f"**Core lesson**, about {lesson.core_minutes:.0f} min to read"
                      + (f"; then its {{doc}}`deep dives </{lesson.deep_doc}>` "
                         f"(about {lesson.deep_minutes:.0f} min, each one optional)." if lesson.has_deep_dives else "."))
+        lines += ["", "**To run it:** in Colab (the button above), or in a checkout of the course: the notebook's "
+                      "first cell imports the course's `helpers`, which a downloaded notebook finds only inside a "
+                      "clone of the repository (open it from `notebooks/`; {doc}`/install`)."]
+        recipes = recipes_used(nb)
+        if recipes:
+            lines += ["", "Code it reuses from `helpers/recipes/`: " + " · ".join(
+                f"[`{name}.py`]({source_url(f'helpers/recipes/{name}.py')})" for name in recipes)]
     else:
         lines += [":::{admonition} Deep dives: optional, beyond the core lesson", ":class: course-deep-dives",
                   f"These follow the core lesson of {{doc}}`{plain(lesson.title)} </{lesson.core_doc}>` in the same "
@@ -362,6 +422,24 @@ def header(nb, lesson: Lesson, page: str, terms: list[str]) -> str:
     if terms:
         lines += ["", f"Terms used here, defined in the {{doc}}`glossary </glossary>`: {term_links(terms)}"]
     return "\n".join(lines) + "\n"
+
+
+DEEP_DIVE_HEADING = re.compile(r"^##\s+Deep dive\s+[A-Z]\s*·\s*(.+?)\s*$", re.M)
+
+
+def deep_dives_title(number: str, cells: list) -> str:
+    """A deep-dives page's title, saying what it holds: each deep dive's topic, up to its first colon or comma
+    ("02 · Deep dives: where the time goes; a sweep over ResNet-50 layers; …")."""
+    topics = []
+    for cell in cells:
+        if cell["cell_type"] == "markdown":
+            for m in DEEP_DIVE_HEADING.finditer(cell_source(cell)):
+                topic = re.split(r"[:,]\s|\?\s", m[1])[0].strip().rstrip("?.")
+                first = topic.split(" ", 1)[0]
+                if first[:1].isupper() and (first[1:].islower() or len(first) == 1):   # "Where", "A"; not "FP8"
+                    topic = topic[0].lower() + topic[1:]
+                topics.append(topic)
+    return f"{number} · Deep dives: " + "; ".join(topics) if topics else f"{number} · Deep dives"
 
 
 def with_header(source: str, block: str, heading: str | None = None) -> str:
@@ -394,13 +472,45 @@ def staged_cells(nb, cells: list, offset: int, lesson: Lesson, values_before) ->
             tags = cell.setdefault("metadata", {}).setdefault("tags", [])
             if "setup" in tags and "hide-input" not in tags:
                 tags.append("hide-input")          # the same guarded set-up in every notebook: folded
-            images = sum("image/png" in o.get("data", {}) for o in cell.get("outputs", []))
-            if images:   # MyST-NB takes image options per cell: one alt text for each figure the cell draws
-                alt = figure_alt(cell_source(cell), values_before(i), images)
+            cell["outputs"] = ordered_streams(cell.get("outputs", []))
+            images = [o for o in cell["outputs"] if "image/png" in o.get("data", {})]
+            if images:
+                # MyST-NB takes image options per cell: the alt text the code gives, and each figure's own (the
+                # alt the run stored with it, where it did) for tools.site's doctree pass; scale 100 keeps the
+                # natural size (the CSS caps it at the column) and makes Sphinx link it to the full-size file
+                alt = figure_alt(cell_source(cell), values_before(i), len(images))
                 cell["metadata"].setdefault("mystnb", {})["image"] = {"alt": alt, "classes": "course-figure",
-                                                                      "width": "100%"}
+                                                                      "scale": "100"}
+                cell["metadata"]["course_alts"] = [stored_alt(o) or alt for o in images]
         out.append(cell)
     return out
+
+
+def stored_alt(output: dict) -> str | None:
+    """The alt text the run stored with a figure (``output["metadata"]["image/png"]["alt"]``, written by the toolbox
+    when it draws), if it did."""
+    alt = output.get("metadata", {}).get("image/png", {}).get("alt")
+    return " ".join(str(alt).split()) or None if alt else None
+
+
+def ordered_streams(outputs: list) -> list:
+    """A cell's outputs in the order the run printed them, adjacent chunks of one stream joined (MyST-NB's
+    ``nb_merge_streams`` joins every chunk into the first, lifting lines printed after a figure above it);
+    carriage-return progress lines keep their last state."""
+    joined = []
+    for output in outputs:
+        output = copy.deepcopy(output)
+        if output.get("output_type") == "stream":
+            output["text"] = "".join(output.get("text", ""))
+            last = joined[-1] if joined else None
+            if last and last.get("output_type") == "stream" and last.get("name") == output.get("name"):
+                last["text"] += output["text"]
+                continue
+        joined.append(output)
+    for output in joined:
+        if output.get("output_type") == "stream":
+            output["text"] = re.sub(r"[^\n]*\r(?=[^\n])", "", output["text"])
+    return joined
 
 
 def lesson_notebooks(path: Path, terms: list[str]) -> tuple[Lesson, dict, dict | None]:
@@ -420,12 +530,10 @@ def lesson_notebooks(path: Path, terms: list[str]) -> tuple[Lesson, dict, dict |
         body = staged_cells(nb, cells, offset, lesson, values_before)
         first = body[0]
         first["source"] = with_header(first["source"], header(nb, lesson, doc, terms_in(text, terms)), heading)
-        if doc == lesson.core_doc and lesson.has_deep_dives:
-            body.insert(1, _markdown_cell(f"```{{toctree}}\n:hidden:\n\n/{lesson.deep_doc}\n```", "toctree"))
         return {**nb, "cells": body}
 
     core_nb = page(core, 0, lesson.core_doc)
-    deep_nb = page(deep, len(core), lesson.deep_doc, f"{number} · Deep dives") if deep else None
+    deep_nb = page(deep, len(core), lesson.deep_doc, deep_dives_title(number, deep)) if deep else None
     return lesson, core_nb, deep_nb
 
 
@@ -444,7 +552,7 @@ def stage_lessons(stage: Path, terms: list[str]) -> list[Lesson]:
             write_if_changed(stage / f"{lesson.deep_doc}.ipynb", json.dumps(deep_nb, indent=1))
         write_if_changed(stage / DOWNLOADS / "full" / path.name, path.read_text())
         handout = student.student_copy(nbformat.read(path, as_version=4))
-        write_if_changed(stage / DOWNLOADS / "handout" / path.name, nbformat.writes(handout))
+        write_if_changed(stage / DOWNLOADS / "handout" / handout_name(path.stem), nbformat.writes(handout))
         lessons.append(lesson)
     return lessons
 
@@ -495,6 +603,23 @@ def _ref(use: Use, short: bool = False) -> str:
     return f"{{ref}}`{text} <{use.section.label}>`"
 
 
+API_OBJECTS = "api_objects.json"      # in GENERATED: each name where it is taught, for the search index
+API_OBJECT_TYPE = "cudnn-call"
+
+
+def api_objects(lessons: list[Lesson]) -> list[list[str]]:
+    """``[[name, docname, label], ...]``: every frontend name the notebooks use, at the section that first uses it
+    (where the API index says it is taught). The extension registers them as objects, so a search for a name
+    ranks that section of that lesson first."""
+    found = []
+    for name, (first, *_) in sorted(api_uses(lessons).items()):
+        if "__" in name or first.section is None:
+            continue
+        doc = first.lesson.deep_doc if first.section.deep_dive else first.lesson.core_doc
+        found.append([name, doc, first.section.label])
+    return found
+
+
 def api_page(lessons: list[Lesson], terms: list[str]) -> str:
     uses = {name: found for name, found in api_uses(lessons).items() if "__" not in name}
     module = sorted(n for n in uses if n.startswith("cudnn."))
@@ -541,6 +666,15 @@ def agenda(books: list[reading_time.Notebook], lessons: list[Lesson]) -> str:
             f"{BREAK_MIN}-minute breaks and a {LUNCH_MIN}-minute lunch between.\n\n" + "\n".join(rows))
 
 
+def start_block(first: Lesson, colab: str) -> str:
+    """The home page's three ways in: the first lesson in Colab, on this site, or on one's own machine."""
+    number = first.number
+    return "\n".join([":::{container} course-actions course-start",
+                      f"[Start {number} in Colab]({colab})",
+                      f"{{doc}}`Read {number} here </{first.core_doc}>`",
+                      "{doc}`Run it locally </install>`", ":::"])
+
+
 def lessons_table(lessons: list[Lesson]) -> str:
     rows = ["| lesson | core | deep dives |", "|---|---:|---:|"]
     for lesson in lessons:
@@ -551,7 +685,10 @@ def lessons_table(lessons: list[Lesson]) -> str:
 
 def handout_badges(lessons: list[Lesson]) -> str:
     """The hand-out's Colab links: each notebook's own badge URL opening the hand-out branch."""
-    rows = ["| lesson | hand-out in Colab (no answers) |", "|---|---|"]
+    rows = [f"These links open the `{student.HANDOUT_BRANCH}` branch, which exists only once a maintainer has published "
+            "the hand-out (below); until then Colab says it cannot find the notebook. Each lesson page also offers "
+            "the hand-out as a download.", "",
+            "| lesson | hand-out in Colab (no answers) |", "|---|---|"]
     for lesson in lessons:
         nb = json.loads((NB_DIR / f"{lesson.stem}.ipynb").read_text())
         url = fork.on_branch(colab_url(nb), student.HANDOUT_BRANCH)
@@ -651,32 +788,46 @@ def results_figures(rows: list[dict], out: Path, gpu: str) -> list[tuple[str, st
         alt = (f"Horizontal bars of the recorded rates on the {gpu}, one panel per unit ({', '.join(units)}): "
                + "; ".join(f"{n} {m}, {v:.0f} {u}" for n, m, v, u in rates) + ".")
         figures.append((name, "Each recorded rate: compute (TFLOP/s) and memory traffic (GB/s).", alt))
-    ratios = [(r["notebook"], r["metric"], float(r["value"])) for r in rows if r["unit"] == "x"]
-    if ratios:
-        fig, ax = plt.subplots(figsize=(8, 0.3 * len(ratios) + 1.2))
-        _bars(ax, [f"{n} · {metric}" for n, metric, _ in ratios], [v for *_, v in ratios], "#4c72b0", "{:.2f}×",
-              base=1.0)
-        ax.set_xscale("log")
-        ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}×"))
-        ax.set_xlim(min(0.25, min(v for *_, v in ratios) / 3), max(v for *_, v in ratios) * 3)   # room for labels
-        ax.axvline(1, color="k", lw=1)
-        ax.set_xlabel("ratio as recorded (log scale; the line is 1×)")
-        ax.set_title(f"Every recorded ratio ({gpu})")
+    ratios = [(r["notebook"], r["metric"], float(r["value"]), site_results.reading(r["metric"])) for r in rows
+              if r["unit"] == "x"]
+    panels = [(title, [r for r in ratios if r[3] and r[3].higher_is_better is higher])
+              for title, higher in (("higher is better", True), ("lower is better", False))]
+    panels = [(title, part) for title, part in panels if part]
+    if panels:
+        values = [r[2] for r in ratios]
+        fig, axes = plt.subplots(len(panels), 1, figsize=(8, 0.3 * len(ratios) + 1.3 * len(panels)), squeeze=False,
+                                 gridspec_kw={"height_ratios": [len(part) for _, part in panels]})
+        for ax, (title, part) in zip(axes[:, 0], panels):
+            ahead = [(v >= 1) == r.higher_is_better for *_, v, r in part]
+            _bars(ax, [f"{n} · {metric}" for n, metric, *_ in part], [v for _, _, v, _ in part],
+                  ["#4c72b0" if a else "#c44e52" for a in ahead], "{:.3g}×", base=1.0)
+            ax.set_xscale("log")
+            ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}×"))
+            ax.set_xlim(min(0.25, min(values) / 3), max(values) * 3)   # room for the labels, one scale for both
+            ax.axvline(1, color="k", lw=1)
+            ax.set_title(f"Recorded ratios ({gpu}): {title} for the path the lesson teaches", fontsize=10)
+        axes[-1, 0].set_xlabel("ratio (log scale; the line is 1×)")
         name = _saved(fig, out, f"{_slug(gpu)}-ratios.png")
-        alt = (f"Horizontal bars on a log scale, one per recorded ratio on the {gpu}, with a line at 1×: "
-               + "; ".join(f"{n} {m}, {v:.2f}×" for n, m, v in ratios) + ".")
-        caption = ("Every recorded ratio, as its name says it divides. Which side of 1× is better depends on the "
-                   "ratio: its name says what it compares, its lesson how it was timed.")
+        alt = (f"Horizontal bars on a log scale, one per recorded ratio on the {gpu}, with a line at 1×, in two "
+               "panels: " + "; ".join(f"{title}: " + ", ".join(f"{n} {m} {v:.3g}×" for n, m, v, _ in part)
+                                       for title, part in panels) + ".")
+        caption = ("Every recorded ratio, in two panels: in the first a longer bar to the right means the path the "
+                   "lesson teaches is faster, in the second a shorter one does. Blue: the taught path is ahead of its "
+                   "rival; red: behind. Each lesson's table below names the rival and the bar.")
         figures.append((name, caption, alt))
     return figures
 
 
 def results_page(lessons: list[Lesson], stage: Path, results_dir: Path = RESULTS) -> str:
+    """The Results page: per GPU its figures, then per lesson its comparisons and its other numbers, rounded to
+    three significant digits (``tools.site_results``), and the CSV they come from."""
     by_number = {lesson.number: lesson for lesson in lessons}
     lines = ["# Results", "",
-             "The headline numbers each notebook recorded (`H.record`) in its stored GPU run, one CSV per GPU under "
-             "`results/`: first a few figures (select one to open it full size), then every number, grouped by "
-             "notebook. Generated from the CSVs.", ""]
+             "The headline numbers each notebook recorded (`H.record`) in its stored GPU run, summarised: per "
+             "lesson, each comparison with the rival it is measured against and the bar the notebook set (met or "
+             "not, as the run printed it), then the lesson's other numbers. Values are rounded to three "
+             "significant digits; the CSV under each GPU has them as recorded. Select a figure to open it full "
+             "size.", ""]
     plots = stage / GENERATED / "plots"
     plots.mkdir(parents=True, exist_ok=True)
     for path in sorted(Path(results_dir).glob("*.csv")):
@@ -684,22 +835,23 @@ def results_page(lessons: list[Lesson], stage: Path, results_dir: Path = RESULTS
         if not rows:
             continue
         gpu = rows[0]["gpu"]
-        lines += [f"## {gpu}", "", f"From `results/{path.name}`: {len(rows)} numbers.", ""]
+        write_if_changed(stage / DOWNLOADS / "results" / path.name, path.read_text())
+        lines += [f"## {gpu}", "",
+                  f"{len(rows)} numbers, from {{download}}`results/{path.name} <{DOWNLOADS}/results/{path.name}>` "
+                  "(the raw CSV).", ""]
         for name, caption, alt in results_figures(rows, plots, gpu):
             lines += [f"```{{figure}} {GENERATED}/plots/{name}", f":alt: {alt}", ":class: course-figure",
-                      ":width: 100%", "",
-                      caption, "```", ""]
+                      ":scale: 100", "", caption, "```", ""]
         for number in sorted({r["notebook"] for r in rows}):
             part = [r for r in rows if r["notebook"] == number]
             lesson = by_number.get(number)
-            heading = f"{{doc}}`{plain(lesson.title)} </{lesson.core_doc}>`" if lesson else f"Notebook {number}"
-            runs = sorted({(r["torch"], r["cudnn_backend"], r["recorded_at"][:10]) for r in part})
-            lines += [f"### {plain(lesson.title) if lesson else number}", "", f"Lesson: {heading}. Run: " +
-                      "; ".join(f"torch {t}, cuDNN backend {b}, {d}" for t, b, d in runs) + ".", "",
-                      "| metric | value | unit |", "|---|---:|---|"]
-            lines += [f"| {html.escape(r['metric']).replace('|', '&#124;')} | {r['value']} | {r['unit']} |"
-                      for r in part]
-            lines.append("")
+            link = f"{{doc}}`the lesson </{lesson.core_doc}>`" if lesson else f"notebook {number}"
+            runs = sorted({(r["torch"], site_results.cudnn_version(r["cudnn_backend"]), r["recorded_at"][:10])
+                           for r in part})
+            lines += [f"### {plain(lesson.title) if lesson else number}", "",
+                      f"Read it in {link}. Run: " + "; ".join(f"torch {t}, cuDNN {b}, on {d}" for t, b, d in runs)
+                      + ".", ""]
+            lines += site_results.topic_tables(part, site_results.printed_verdicts(number))
     return "\n".join(lines)
 
 
@@ -726,7 +878,11 @@ def stage(out: Path = STAGE) -> list[Lesson]:
     for name, text in generated.items():
         write_if_changed(out / GENERATED / name, text + "\n")
     write_if_changed(out / "api.md", api_page(lessons, terms))
+    write_if_changed(out / GENERATED / API_OBJECTS, json.dumps(api_objects(lessons), indent=0))
     write_if_changed(out / "results.md", results_page(lessons, out))
+    lesson_one = lessons[0]
+    nb_one = json.loads((NB_DIR / f"{lesson_one.stem}.ipynb").read_text())
+    write_if_changed(out / GENERATED / "start.md", start_block(lesson_one, colab_url(nb_one)) + "\n")
     for folder in (LESSONS, DOWNLOADS, GENERATED):   # a renamed notebook or a section gone leaves no stale page
         for path in (out / folder).rglob("*"):
             if path.is_file() and path not in WRITTEN:
@@ -741,7 +897,28 @@ def build(html_dir: Path = HTML, stage_dir: Path = STAGE, doctrees: Path = DOCTR
 
     stage(stage_dir)
     args = ["-b", "html", "-W", "--keep-going", "-d", str(doctrees), str(stage_dir), str(html_dir)]
-    return build_main((["-q"] if quiet else []) + args)
+    status = build_main((["-q"] if quiet else []) + args)
+    if status:
+        return status
+    # the printable course: every page as one, from the same doctrees (nothing is read twice)
+    args = ["-b", "singlehtml", "-W", "--keep-going", "-d", str(doctrees), str(stage_dir),
+            str(Path(html_dir) / PRINT)]
+    status = build_main((["-q"] if quiet else []) + args)
+    if not status:
+        one = Path(html_dir) / PRINT
+        # the theme's page asks for a search index the singlehtml builder does not write: an empty one
+        (one / "searchindex.js").write_text(EMPTY_SEARCH_INDEX)
+        # the theme's outlines link a section as "#document-<page>#<label>", which no browser resolves; the labels
+        # are unique in the site (nbNN-...), so "#<label>" is the section
+        page = one / "index.html"
+        text = re.sub(r'href="#document-[^"#]+#([^"]+)"', r'href="#\1"', page.read_text())
+        page.write_text(text.replace('href="#document-index"', 'href="#"'))   # the root page has no such id
+    return status
+
+
+EMPTY_SEARCH_INDEX = ('Search.setIndex({"alltitles": {}, "docnames": [], "envversion": {}, "filenames": [], '
+                      '"indexentries": {}, "objects": {}, "objnames": {}, "objtypes": {}, "terms": {}, "titles": [], '
+                      '"titleterms": {}})\n')
 
 
 def site_url() -> str:
@@ -793,9 +970,61 @@ def _math_html(self, node, display: bool) -> None:
     raise nodes.SkipNode
 
 
+def page_source(pagename: str) -> str | None:
+    """The course file a page is made from: a lesson's notebook, a hand-written page, or this generator."""
+    if pagename.startswith(f"{LESSONS}/"):
+        return f"notebooks/{pagename.rsplit('/', 1)[-1]}.ipynb"
+    if (SOURCES / f"{pagename}.md").is_file():
+        return f"site/{pagename}.md"
+    if pagename in ("api", "results"):
+        return "tools/site.py"
+    return None
+
+
+def _source_links(app, pagename, templatename, context, doctree) -> None:
+    """Under every page: where its source is, and a new issue about it."""
+    source = page_source(pagename)
+    if not source or doctree is None or "body" not in context:
+        return
+    import urllib.parse
+
+    title = re.sub(r"<[^>]+>", "", context.get("title", pagename))
+    issue = f"{repository_url()}/issues/new?title=" + urllib.parse.quote(f"Site, {html.unescape(title)}: ")
+    context["body"] += (f'<p class="course-source"><a href="{source_url(source)}">View the source of this page '
+                        f'({html.escape(source)})</a> · <a href="{issue}">Open an issue about it</a></p>')
+
+
+def _register_api_objects(app, env) -> None:
+    """The frontend names as objects of the search index, each at the section that teaches it (``api_objects``)."""
+    path = Path(app.srcdir) / GENERATED / API_OBJECTS
+    std = env.get_domain("std")
+    for key in [k for k in std.objects if k[0] == API_OBJECT_TYPE]:
+        del std.objects[key]
+    if path.is_file():
+        for name, doc, label in json.loads(path.read_text()):
+            if doc in env.all_docs:
+                std.objects[API_OBJECT_TYPE, name] = (doc, label)
+
+
+def _figure_alts(app, doctree) -> None:
+    """Each figure of a cell gets its own alt text (``course_alts``, staged by ``staged_cells``)."""
+    from docutils import nodes
+
+    for cell in doctree.findall(nodes.container):
+        alts = cell.get("nb_element") == "cell_code" and (cell.get("cell_metadata") or {}).get("course_alts")
+        images = list(cell.findall(nodes.image)) if alts else []
+        if alts and len(images) == len(alts):
+            for image, alt in zip(images, alts):
+                image["alt"] = alt
+
+
 def setup(app):
     app.add_html_math_renderer("mathtext", (lambda self, node: _math_html(self, node, False), None),
                                (lambda self, node: _math_html(self, node, True), None))
+    app.add_crossref_type(API_OBJECT_TYPE, API_OBJECT_TYPE, objname="cuDNN frontend call")
+    app.connect("env-updated", _register_api_objects)
+    app.connect("doctree-read", _figure_alts)
+    app.connect("html-page-context", _source_links)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
 
 
