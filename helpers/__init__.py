@@ -1,7 +1,8 @@
 """What the course notebooks call, by role: ``import helpers as H``, then ``H.<name>``.
 
 The cuDNN graphs are written in the notebooks; this is plumbing only: set-up, checks, one clock, figures, gates.
-``__all__`` is the surface (30 names; the cores call 20 of them, CONTRIBUTING.md's plan of the cores says which).
+``__all__`` is the surface (30 names at most; CONTRIBUTING.md's plan of the cores says which the cores call: 20 at
+most).
 A deep dive that needs more imports it from its module (``from helpers.timing.sweep import perf_sweep``). Names a
 stored notebook still calls but the surface dropped resolve through ``__getattr__`` with a ``DeprecationWarning``
 naming the replacement (``RENAMED``, ``MOVED``), until issue 56 re-runs the last notebook that calls one.
@@ -44,7 +45,7 @@ from .checking import check, poison_, tolerance
 
 # the one clock the cores quote: GPU time of the kernels (calls captured in a CUDA graph, replays timed with CUDA
 # events, L2 flushed, median); the second clock, per call as a Python loop pays it; wall time of named steps
-from .timing.gpu import gpu_time
+from .timing.gpu import NotCapturable, gpu_time
 from .timing.per_call import call_time
 from .timing.host import StepTimer
 from .timing.kernels import kernels_launched
@@ -85,9 +86,10 @@ RENAMED = {
     "benchmark": ("helpers.timing.per_call", "H.call_time (the same timer, named for what it measures)"),
     "bar_compare": ("helpers.plotting", "H.plot_bars on H.figure()"),
     "line_compare": ("helpers.plotting", "H.plot_lines on H.figure()"),
-    "plot_sweep": ("helpers.plotting", "H.plot_lines on H.figure() (a sweep's table is long: x, y, path)"),
-    "gpu_timing_or_reason": ("helpers.timing.gpu", "H.gpu_time (it raises NotCapturable with the reason)"),
-    "gpu_ms_or_reason": ("helpers.timing.gpu", "H.gpu_time (it raises NotCapturable with the reason)"),
+    "plot_sweep": ("helpers.plotting", "H.plot_lines on H.figure() (x, y, hue='path'; rows that did not run as "
+                                       "NaN; no bar form)"),
+    "gpu_timing_or_reason": ("helpers.timing.gpu", "H.gpu_time (it raises H.NotCapturable with the reason)"),
+    "gpu_ms_or_reason": ("helpers.timing.gpu", "H.gpu_time (it raises H.NotCapturable with the reason)"),
     "build": ("helpers.graphs", "the frontend's own graph.build([...]); a deep dive that times the five steps "
                                 "imports build from helpers.graphs"),
     "GraphIO": ("helpers.graphs", "the frontend's own graph.tensor_like(t) and a {graph tensor: buffer} pack"),
@@ -96,8 +98,6 @@ RENAMED = {
     "shared_legend": ("helpers.plotting", "H.figure(panels) with H.plot_lines (a legend under each panel)"),
     "mark_log_axes": ("helpers.plotting", "H.figure() (a log axis is labelled so when the figure is shown)"),
     "plain_log_ticks": ("helpers.plotting", "H.plot_lines(logy=True)"),
-    "peak_tflops": ("helpers.timing.rates", "H.percent_of_peak (measured and datasheet ceilings)"),
-    "measured_peak_tflops": ("helpers.timing.rates", "H.percent_of_peak (measured and datasheet ceilings)"),
 }
 MOVED = {   # dropped from the surface, kept in its module for the deep dives
     "HATCH": "helpers.plotting", "hatch_handle": "helpers.plotting", "color_for": "helpers.plotting",
@@ -110,7 +110,8 @@ MOVED = {   # dropped from the surface, kept in its module for the deep dives
     "timing_table": "helpers.timing.gpu", "host_timing": "helpers.timing.host", "host_us": "helpers.timing.host",
     "kernel_times": "helpers.timing.kernels", "short_kernel_name": "helpers.timing.kernels",
     "libcudnn_candidates": "helpers.libcudnn", "loaded_library": "helpers.libcudnn",
-    "measured_bandwidth_gbps": "helpers.timing.rates", "perf_sweep": "helpers.timing.sweep",
+    "measured_bandwidth_gbps": "helpers.timing.rates", "measured_peak_tflops": "helpers.timing.rates",
+    "peak_tflops": "helpers.timing.rates", "perf_sweep": "helpers.timing.sweep",
     "to_fp8": "helpers.quantize",
 }
 

@@ -6,8 +6,8 @@
 
 With ``DEEP_DIVES = True`` it does nothing. With ``False`` it raises ``DeepDivesOff``, shown as one line (no
 traceback) that says the core ended above and how to go on: Jupyter, JupyterLab and Colab stop "Run all" at the
-first error, so the cells below never run and the learner sees why; run alone, a deep dive's cells stop at its
-guard. ``python -m tools.execute --core`` injects ``DEEP_DIVES = False`` and counts that stop as the core's end.
+first error, so the cells below never run and the learner sees why. (A cell run by hand past the guard runs: the
+learner chose it.) ``python -m tools.execute --core`` injects ``DEEP_DIVES = False`` and counts that stop as the core's end.
 
 **Notebooks not yet rewritten** (until issue 56) use the old, hidden switch below: an input transformer.
 
@@ -35,9 +35,9 @@ def deep_dive(letter: str, what: str, on: bool) -> None:
     if not isinstance(on, bool):
         raise TypeError(f"pass the parameters cell's {SWITCH} (True or False) as on=, got {on!r}")
     if not on:
-        raise DeepDivesOff(f"{SWITCH} = False, so the core lesson ends above and deep dive {letter} ({what}) does "
-                           f"not run. To run it: set {SWITCH} = True in the parameters cell, run that cell, then "
-                           f"run on from here.")
+        raise DeepDivesOff(f"stopped on purpose: {SWITCH} = False, so the core lesson ends above and deep dive "
+                           f"{letter} ({what}) does not run. To run it: set {SWITCH} = True in the parameters cell, "
+                           f"run that cell, then this one and the ones below.")
 
 
 # ---------------------------------------------------------------- the old, hidden switch (until issue 56)

@@ -355,101 +355,127 @@ def legend_below(ax):
     return ax.legend(handles, labels, **{**LEGEND_BELOW, "ncol": min(3, max(1, len(labels)))})
 
 
-def _new_panel(ax):
-    return figure()[1] if ax is None else ax
+def value_label(value: float) -> str:
+    """A bar's label: 3 significant digits, no powers of ten ("0.151", "12.3", "658", "12,345"); "did not run"
+    for NaN."""
+    if not math.isfinite(value):
+        return "did not run"
+    return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.3g}"
 
 
-def plot_bars(labels, values, *, ylabel: str, title: str, ax=None, peak: float | None = None):
-    """One bar per path, coloured by its role (the label's first word: "cuDNN …", "torch.compile …"), its value
-    written on it (3 significant digits), an optional dashed ceiling ``peak``; overlapping labels are rotated."""
-    ax = _new_panel(ax)
+def plot_bars(ax, labels, values, *, ylabel: str, title: str, logy: bool = False) -> None:
+    """One bar per path on ``ax`` (a panel of ``H.figure``), coloured by its role (the label's first word:
+    "cuDNN …", "torch.compile …"), its value written on it; a path that did not run (NaN) says so where its bar
+    would be; ``logy`` for values across decades, ticked in plain numbers, each bar's ratio to the smallest written
+    on it; overlapping labels are rotated."""
     labels, values = [str(label) for label in labels], [float(v) for v in values]
-    bars = ax.bar(labels, values, color=[color_for(label) for label in labels])
+    bars = ax.bar(labels, [v if math.isfinite(v) else 0.0 for v in values],
+                  color=[color_for(label) for label in labels])
+    if logy:
+        ax.set_yscale("log")
+        plain_log_ticks(ax)
+    ran = [v for v in values if math.isfinite(v) and v > 0]
     for bar, value in zip(bars, values):
-        ax.annotate(f"{value:.3g}", (bar.get_x() + bar.get_width() / 2, bar.get_height()), ha="center",
-                    va="bottom", fontsize=FIGURE_STYLE["xtick.labelsize"])
-    _peak_line(ax, peak, "peak", "{:.3g}")
+        at = bar.get_height() if math.isfinite(value) else ax.get_ylim()[0]
+        text = value_label(value)
+        if logy and ran and math.isfinite(value):   # on a log axis a bar's length is no ratio: write it
+            text += f" ({value / min(ran):.3g}×)"
+        ax.annotate(text, (bar.get_x() + bar.get_width() / 2, at), ha="center", va="bottom",
+                    fontsize=FIGURE_STYLE["xtick.labelsize"])
     ax.set_ylabel(ylabel)
     ax.set_title(title)
     fit_tick_labels(ax)
-    return ax
+    mark_log_axes(ax)
 
 
-def plot_lines(df, *, x: str, y: str, hue: str, ylabel: str, title: str, ax=None, logx: bool = False,
-               logy: bool = False, peak: float | None = None):
-    """One line per ``hue`` group of a long table, the course's own line thick and solid, each rival dashed with
-    its own marker; a point that did not run (NaN, or absent) breaks its line; log axes ticked at the data and
-    labelled so; the legend under the panel."""
-    ax = _new_panel(ax)
+def plot_lines(ax, df, *, x: str, y: str, hue: str, ylabel: str, title: str, logx: bool = False,
+               logy: bool = False) -> None:
+    """One line per ``hue`` group of a long table on ``ax`` (a panel of ``H.figure``): the course's own line
+    thick and solid, each rival dashed with its own marker; a point that did not run (NaN, or absent) breaks its
+    line; log axes ticked at the data and labelled so; the legend under the panel."""
     xs = sorted(df[x].unique())
     values = df.assign(**{y: pd.to_numeric(df[y], errors="coerce")})
     table = values.pivot_table(index=x, columns=hue, values=y, aggfunc="mean", sort=False, dropna=False)
     table = table[[c for c in dict.fromkeys(df[hue]) if c in table.columns]]
     _lines_on_grid(ax, table, xs, None, logx, logy, legend=False)
-    _peak_line(ax, peak, "peak", "{:.3g}")
     ax.set_xlabel(x)
     ax.set_ylabel(ylabel)
     ax.set_title(title)
     legend_below(ax)
     mark_log_axes(ax)
-    return ax
 
 
 # ---------------------------------------------------------------- alt text, from the figure itself
-LOWER_IS_BETTER = re.compile(r"\b(ms|µs|us|s|ns|time|latency|seconds|minutes)\b", re.IGNORECASE)
-HIGHER_IS_BETTER = re.compile(r"TFLOP/s|GB/s|TB/s|tokens/s|speed-?up|×|\bx faster|throughput|per second",
-                              re.IGNORECASE)
+# Which way is better, read from the value axis's label: a rate ("TFLOP/s", "steps/s", "% of peak") or a speedup
+# is higher-is-better, a time lower-is-better; "(lower is better)" / "(higher is better)" in the label decides.
+SAYS_LOWER = re.compile(r"lower is better", re.IGNORECASE)
+SAYS_HIGHER = re.compile(r"higher is better", re.IGNORECASE)
+HIGHER_IS_BETTER = re.compile(r"/\s*s\b|%|percent|speed-?up|×|\bx faster|throughput|per second", re.IGNORECASE)
+LOWER_IS_BETTER = re.compile(r"\b(ms|µs|us|ns|time|latency|seconds|minutes)\b|\(s\)", re.IGNORECASE)
 
 
 def better(label: str) -> str | None:
-    """``"lower"`` for a time ("ms", "µs per call"), ``"higher"`` for a rate or a speedup, None where the axis
-    label does not say."""
-    if HIGHER_IS_BETTER.search(label):
-        return "higher"
-    if LOWER_IS_BETTER.search(label):
-        return "lower"
+    """``"lower"`` for a time ("ms", "µs per call"), ``"higher"`` for a rate, a share of a peak or a speedup,
+    None where the axis label does not say."""
+    for says, direction in ((SAYS_LOWER, "lower"), (SAYS_HIGHER, "higher"), (HIGHER_IS_BETTER, "higher"),
+                            (LOWER_IS_BETTER, "lower")):
+        if says.search(label):
+            return direction
     return None
 
 
 def _bars_of(ax) -> list[tuple[str, float]]:
-    """``(label, height)`` of each bar: a bar series' own label where it has one (grouped bars), else its tick."""
+    """``(label, value)`` of each bar, NaN for one that did not run (its label says so): a bar series' own
+    label where it has one (grouped bars), else its tick."""
     found = []
     ticks = {round(t.get_position()[0], 6): t.get_text() for t in ax.get_xticklabels() if t.get_text()}
+    shown = {round(t.xy[0], 6): t.get_text().split(" (")[0] for t in ax.texts if hasattr(t, "xy")}
     for container in ax.containers:
         series = container.get_label()
         for patch in container.patches:
             centre = round(patch.get_x() + patch.get_width() / 2, 6)
             tick = ticks.get(centre, "")
             name = tick if series.startswith("_") else (f"{series} at {tick}" if tick else series)
-            found.append((name or "a bar", float(patch.get_height())))
+            ran = shown.get(centre) != "did not run"
+            found.append((name or "a bar", float(patch.get_height()) if ran else float("nan")))
     return found
 
 
-def _lines_of(ax) -> dict[str, tuple[float, float]]:
-    """``{label: (x, y)}``: each named line's point at the largest x where it has a value."""
-    found = {}
+def _lines_of(ax) -> tuple[float, list[tuple[str, float]]]:
+    """The largest x any named line reaches, and each named line's value there (NaN where it did not run)."""
+    series = {}
     for line in ax.get_lines():
-        label = line.get_label()
-        if label.startswith("_"):
+        if line.get_label().startswith("_"):
             continue
-        xs = [float(v) for v in line.get_xdata()]
-        ys = [float(v) for v in line.get_ydata()]
-        points = [(px, py) for px, py in zip(xs, ys) if math.isfinite(px) and math.isfinite(py)]
-        if points:
-            found[label] = max(points)
-    return found
+        series[line.get_label()] = {float(px): float(py) for px, py in zip(line.get_xdata(), line.get_ydata())
+                                    if math.isfinite(float(px))}
+    reached = [px for points in series.values() for px, py in points.items() if math.isfinite(py)]
+    if not reached:
+        return float("nan"), []
+    at = max(reached)
+    return at, [(name, points.get(at, float("nan"))) for name, points in series.items()]
 
 
-def _lead(named: list[tuple[str, float]], direction: str | None) -> str:
-    """"A leads, 1.3× B" for the best of ``named`` against the runner-up, where the axis says which way is better."""
-    named = [(n, v) for n, v in named if math.isfinite(v) and v > 0]
-    if direction is None or len(named) < 2:
+def _values(named) -> str:
+    return ", ".join(f"{n} {value_label(v)}" if math.isfinite(v) else f"{n} did not run" for n, v in named)
+
+
+def _result(named: list[tuple[str, float]], direction: str | None) -> str:
+    """The result in words: the course's own path (role "cudnn") against each rival that ran, else the best
+    against the runner-up; nothing where the axis does not say which way is better."""
+    ran = [(n, v) for n, v in named if math.isfinite(v) and v > 0]
+    if direction is None or len(ran) < 2:
         return ""
-    ranked = sorted(named, key=lambda nv: nv[1], reverse=direction == "higher")
+    def versus(a, b, name):
+        return f"{b / a:.3g}× faster than {name}" if direction == "lower" else f"{a / b:.3g}× {name}"
+    ours = [(n, v) for n, v in ran if role_of(n) == "cudnn"]
+    if len(ours) == 1:
+        (name, value), = ours
+        rivals = ", ".join(versus(value, v, n) for n, v in ran if n != name)
+        return f"{name}: {rivals}" if direction == "lower" else f"{name} at {rivals}"
+    ranked = sorted(ran, key=lambda nv: nv[1], reverse=direction == "higher")
     (best, b), (second, s) = ranked[0], ranked[1]
-    if direction == "lower":
-        return f"{best} best, {s / b:.3g}× faster than {second}"
-    return f"{best} best, {b / s:.3g}× {second}"
+    return f"{best} best, " + ("" if direction == "lower" else "at ") + versus(b, s, second)
 
 
 def _panel_alt(ax) -> str:
@@ -459,25 +485,22 @@ def _panel_alt(ax) -> str:
     scale = " (log scale)" if ax.get_yscale() == "log" else ""
     bars = _bars_of(ax)
     if bars:
-        values = ", ".join(f"{n} {v:.3g}" for n, v in bars[:8]) + (", …" if len(bars) > 8 else "")
-        lead = _lead(bars, direction)
-        return f"Bar chart '{title}', {ylabel}{scale}: {values}" + (f"; {lead}" if lead else "") + "."
-    lines = _lines_of(ax)
-    if lines:
-        at = max(x for x, _ in lines.values())
-        last = [(n, y) for n, (x, y) in lines.items() if x == at]
+        result = _result(bars, direction)
+        return (f"Bar chart '{title}', {ylabel}{scale}: {_values(bars[:8])}" + (", …" if len(bars) > 8 else "")
+                + (f"; {result}" if result else "") + ".")
+    at, last = _lines_of(ax)
+    if last:
         xname = (ax.get_xlabel() or "x").replace(" (log scale)", "")
-        values = ", ".join(f"{n} {y:.3g}" for n, y in last)
-        lead = _lead(last, direction)
         xscale = " (log scale)" if ax.get_xscale() == "log" else ""
-        return (f"Line chart '{title}', {ylabel}{scale} against {xname}{xscale}, {len(lines)} lines; at {xname} = "
-                f"{plain_number(at)}: {values}" + (f"; {lead}" if lead else "") + ".")
+        result = _result(last, direction)
+        return (f"Line chart '{title}', {ylabel}{scale} against {xname}{xscale}, {len(last)} lines; at {xname} = "
+                f"{plain_number(at)}: {_values(last)}" + (f"; {result}" if result else "") + ".")
     return f"'{title}'."
 
 
 def alt_text(fig) -> str:
     """What the figure shows and its result, in words, read from its titles, labels and data: a sentence per panel
-    ("Bar chart 'conv → bias → ReLU', GPU ms: cuDNN 0.1, torch.compile 0.15; cuDNN best, 1.5× faster than
+    ("Bar chart 'conv → bias → ReLU', GPU ms: cuDNN graph 0.1, torch.compile 0.151; cuDNN graph: 1.51× faster than
     torch.compile.")."""
     panels = [ax for ax in fig.axes if ax.get_visible() and (ax.get_title() or ax.get_lines() or ax.containers)]
     head = f"{len(panels)} stacked panels. " if len(panels) > 1 else ""

@@ -17,7 +17,7 @@ def test_the_guard_does_nothing_when_on_and_says_why_when_off():
     with pytest.raises(DeepDivesOff) as caught:
         deep_dive("B", "the kernel ladder", False)
     line = caught.value._render_traceback_()
-    assert len(line) == 1 and line[0].startswith("DeepDivesOff: DEEP_DIVES = False, so the core lesson ends above")
+    assert len(line) == 1 and line[0].startswith("DeepDivesOff: stopped on purpose: DEEP_DIVES = False, so the core")
     assert "deep dive B (the kernel ladder)" in line[0] and "set DEEP_DIVES = True in the parameters cell" in line[0]
 
 

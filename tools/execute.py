@@ -202,6 +202,8 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     if args.core and not args.output_dir:
         parser.error("--core needs --output-dir: the stored notebooks carry full runs")
+    if args.core and args.allow_errors:
+        parser.error("--core stops at the first deep dive's guard, an error: it cannot go with --allow-errors")
 
     from helpers.device import PROFILE_ENV, active_profile, has_gpu
 

@@ -3,11 +3,12 @@
 ``call_time`` (``H.call_time``) times each call with events around it, so it sees the host's dispatch wherever that is slower
 than the kernels: on a small shape a path with a heavy Python wrapper (``torch.compile``'s guards, the frontend's
 ``execute``) looks slower than its kernels are. ``gpu_time`` captures the calls in a CUDA graph and times the
-replays: the kernels run back to back, with no Python between them. Report both: per-call time is what a Python
-loop pays; GPU time is what the kernels cost (and what a CUDA graph, notebook 08, gets you). They are two
-measurements, not one split: noise, the replay's own launch and a different L2 or clock state can put per-call
-time a little below GPU time. ``gpu_time`` measures; ``gpu_timing_or_reason`` and ``gpu_ms_or_reason`` are views
-of it for a path that may not be capturable; ``timing_table`` puts the clocks side by side, one row per path.
+replays: the kernels run back to back, with no Python between them. GPU time is the one clock the cores quote
+(what the kernels cost, and what a CUDA graph, notebook 08, gets you); per-call time, what a Python loop pays, is
+the second, for a deep dive. They are two measurements, not one split: noise, the replay's own launch and a
+different L2 or clock state can put per-call time a little below GPU time. ``gpu_time`` measures;
+``gpu_timing_or_reason`` and ``gpu_ms_or_reason`` are views of it for a deep dive's table, where a path may not be
+capturable; ``timing_table`` puts the clocks side by side, one row per path.
 """
 from __future__ import annotations
 
