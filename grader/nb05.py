@@ -347,7 +347,7 @@ class ChunkSwap:
         new_stats = (stats.detach().float().cpu() + 3 * torch.rand(tuple(stats.shape), generator=self.gen))
         o.copy_(new_o)
         stats.copy_(new_stats.to(device=stats.device, dtype=stats.dtype))
-        self.swapped[c] = (new_o.double(), new_stats.double())
+        self.swapped[c] = (new_o.double().cpu(), new_stats.double())   # the exact merge is made on the CPU
 
     def merged(self) -> tuple:
         """(o, stats) the exact merge of the values put in, float64."""

@@ -500,7 +500,7 @@ CLASSES = [
     ("07.serve", serve_returns_an_nchw_copy,
      "request 1 (batch 2): y has strides (1024, 64, 8, 1), want (1024, 1, 128, 16)"),
     ("07.serve", serve_by_torch_in_a_thread,
-     "request 1 (batch 2): y was not written by a cuDNN graph: nothing your code ran wrote it"),
+     "request 1 (batch 2): y was last written by torch (aten._to_copy), not by a cuDNN graph"),
     ("07.serve", serve_on_a_side_stream_never_joined,
      "request 1 (batch 2): your graph ran on a side stream (stream "),
     ("07.restore_cache", restore_keeps_its_first_cache,
