@@ -784,8 +784,11 @@ def test_a_leaky_relu_in_the_graph_is_named_on_the_checkers_own_inputs():
         _run_graph(g, io)
 
     got = refused("02.residual_block", residual_block)
-    assert got.startswith(AGAIN.format("x, w, b and r", "y") + "the ReLU lets negative values through: they come out "
-                                                               "times 0.01 (a leaky ReLU)"), got
+    named = "the ReLU lets negative values through: they come out times 0.01 (a leaky ReLU)"
+    # bf16: 1 % is inside the tolerance on the first call's inputs, so the checker's own run names it; fp16 (a T4,
+    # rehearsed as COURSE_GPU=t4 on the H100) is tight enough for the first call to name it already
+    first = "" if H.working_dtype() == torch.float16 else AGAIN.format("x, w, b and r", "y")
+    assert got.startswith(first + named), got
 
 
 test_an_answer_that_reads_its_inputs_once_fails_the_second_call = rejects_each(READ_ONCE)

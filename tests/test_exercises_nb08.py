@@ -619,7 +619,7 @@ CLASSES = [
      "but cuDNN's handle was never bound to it"),
     ("08.capture_two", capture_executing_up_before_binding, "during the capture your executes ran on 2 streams"),
     ("08.capture_two", capture_reading_a_copy_of_x,
-     "h is wrong after the replay"),   # on the H100 the wrong values are caught before the capture's x is named
+     "h after the replay is the result for the x that was in mlp.x when you captured"),
     ("08.capture_two", capture_torch_ops_in_a_thread,
      "h was not written by a cuDNN graph: nothing your code ran wrote it"),
     ("08.serve", serve_on_a_side_stream_that_does_not_wait, "serve read the requests before they were ready"),
