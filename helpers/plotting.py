@@ -317,8 +317,7 @@ MAX_WIDTH_PX = 1400
 MIN_ASPECT = 0.45          # height / width of the whole image
 PANEL_IN = (7.0, 3.6)      # one panel's width and height, inches
 FIGURE_DPI = 150           # 7 in -> 1,050 px
-FIGURE_STYLE = {"font.size": 11, "axes.titlesize": 11, "axes.labelsize": 11, "xtick.labelsize": 10,
-                "ytick.labelsize": 10, "legend.fontsize": 10}
+TEXT_PT, SMALL_PT = 11, 10   # titles and axis labels; ticks, legends and values on bars
 LEGEND_BELOW = dict(loc="upper center", bbox_to_anchor=(0.5, -0.22), ncol=3, borderaxespad=0.0)
 
 
@@ -330,13 +329,12 @@ def figure(panels: int = 1):
     if panels < 1:
         raise ValueError(f"panels must be 1 or more, got {panels}")
     use_style()
-    with plt.rc_context(FIGURE_STYLE):
-        fig, axes = plt.subplots(panels, 1, figsize=(PANEL_IN[0], PANEL_IN[1] * panels), dpi=FIGURE_DPI,
-                                 layout="constrained", squeeze=False)
+    fig, axes = plt.subplots(panels, 1, figsize=(PANEL_IN[0], PANEL_IN[1] * panels), dpi=FIGURE_DPI,
+                             layout="constrained", squeeze=False)
     for ax in axes[:, 0]:
         for text in (ax.title, ax.xaxis.label, ax.yaxis.label):
-            text.set_fontsize(FIGURE_STYLE["font.size"])
-        ax.tick_params(labelsize=FIGURE_STYLE["xtick.labelsize"])
+            text.set_fontsize(TEXT_PT)
+        ax.tick_params(labelsize=SMALL_PT)
     fig._repr_mimebundle_ = lambda include=None, exclude=None: _shown(fig)
     return (fig, axes[0, 0]) if panels == 1 else (fig, list(axes[:, 0]))
 
@@ -352,7 +350,7 @@ def legend_below(ax):
     """The axes' legend under its x label, off the data, in up to three columns (a stacked figure's panels keep
     their width for the data)."""
     handles, labels = ax.get_legend_handles_labels()
-    return ax.legend(handles, labels, **{**LEGEND_BELOW, "ncol": min(3, max(1, len(labels)))})
+    return ax.legend(handles, labels, **{**LEGEND_BELOW, "ncol": min(3, max(1, len(labels))), "fontsize": SMALL_PT})
 
 
 def value_label(value: float) -> str:
@@ -381,7 +379,7 @@ def plot_bars(ax, labels, values, *, ylabel: str, title: str, logy: bool = False
         if logy and ran and math.isfinite(value):   # on a log axis a bar's length is no ratio: write it
             text += f" ({value / min(ran):.3g}×)"
         ax.annotate(text, (bar.get_x() + bar.get_width() / 2, at), ha="center", va="bottom",
-                    fontsize=FIGURE_STYLE["xtick.labelsize"])
+                    fontsize=SMALL_PT)
     ax.set_ylabel(ylabel)
     ax.set_title(title)
     fit_tick_labels(ax)

@@ -760,10 +760,8 @@ def _on_a_side_stream(solution_key, name):
     return answer
 
 
-def silu_amax_in_bf16(a, b, bias):
-    """The right graph, but the AMAX buffer in the inputs' dtype, not fp32."""
-    y = torch.empty(a.shape[0], a.shape[1], b.shape[-1], device="cuda", dtype=a.dtype)
-    amax = torch.zeros(a.shape[0], 1, 1, device="cuda", dtype=a.dtype)
+def _silu_into(a, b, bias, y, amax):
+    """The right SiLU + AMAX graph, written into the buffers given (whatever their dtype and layout)."""
     g, io = _graph(a.dtype)
     out = g.swish(g.add(g.matmul(io.input("a", a), io.input("b", b), compute_data_type=torch.float32),
                         io.input("bias", bias)), swish_beta=1.0)
@@ -771,19 +769,18 @@ def silu_amax_in_bf16(a, b, bias):
     io.output("amax", _amax_node(g, out), amax)
     _execute(g, io)
     return y, amax
+
+
+def silu_amax_in_bf16(a, b, bias):
+    """The right graph, but the AMAX buffer in the inputs' dtype, not fp32."""
+    return _silu_into(a, b, bias, torch.empty(a.shape[0], a.shape[1], b.shape[-1], device="cuda", dtype=a.dtype),
+                      torch.zeros(a.shape[0], 1, 1, device="cuda", dtype=a.dtype))
 
 
 def silu_y_column_major(a, b, bias):
     """The right values, but y laid out column-major (a transposed view): not the [batch, M, N] tensor asked for."""
     y = torch.empty(a.shape[0], b.shape[-1], a.shape[1], device="cuda", dtype=a.dtype).transpose(1, 2)
-    amax = torch.zeros(a.shape[0], 1, 1, device="cuda")
-    g, io = _graph(a.dtype)
-    out = g.swish(g.add(g.matmul(io.input("a", a), io.input("b", b), compute_data_type=torch.float32),
-                        io.input("bias", bias)), swish_beta=1.0)
-    io.output("y", out, y)
-    io.output("amax", _amax_node(g, out), amax)
-    _execute(g, io)
-    return y, amax
+    return _silu_into(a, b, bias, y, torch.zeros(a.shape[0], 1, 1, device="cuda"))
 
 
 def scaled_relu_activation_on_the_host(a, b, bias, y):
