@@ -66,8 +66,24 @@ def test_the_budget_names_each_breach():
     nb = rt.Notebook("09_x", rt.measure([md("w " * 200), code("\n".join(["H.check(y)"] * 30))]), rt.Part(), 1,
                      ["d1"], [], None, None)
     found = "\n".join(rt.problems([nb]))
-    for expected in ("200 words", "30 lines", "without a '# Deep dive X", "0 cuDNN API references"):
+    for expected in ("200 words", "30 lines", "nor a '# Deep dive X", "0 cuDNN API references"):
         assert expected in found
+
+
+def test_cells_after_a_deep_dive_guard_need_no_marker_and_cells_before_any_need_one():
+    deep = [md("# Deep dives"), code("x = 1", id="loose"), code("# Deep dive A: fine\ny = 2", id="marked"),
+            md("## Deep dive B · more"), code('H.deep_dive("B", "more", DEEP_DIVES)', id="guard"),
+            code("z = 3", id="after"), code('H.record("01", "m", 1.0, "ms")', id="record")]
+    assert rt.unguarded(deep) == ["loose"]
+    assert rt.unguarded([code("w = 0", id="w")]) == ["w"]
+
+
+def test_the_tool_reads_the_notebooks_it_is_given(tmp_path, capsys):
+    path = tmp_path / "09_draft.ipynb"
+    path.write_text(json.dumps({"cells": [md("# 09 · A draft"), code("g = cudnn.pygraph()\ng.build([A])")]}))
+    assert rt.main(["--careful", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("09_draft: core 0 min") and "all cores: 0 min" in out
 
 
 def test_a_marked_cell_prints_one_line_and_skips_only_when_the_switch_is_off():

@@ -10,8 +10,9 @@ build time (``tools/site.py``).
 Minutes = markdown words / 200 + code lines / 10 + output lines / 60, where a code line is neither blank nor
 a comment, and an output line is a line of printed text, a row of an HTML table, or a line of a plain-text
 result (a figure counts one line). A notebook's core is every cell before its ``# Deep dives`` heading;
-everything after it is deep dives, and each code cell there starts with a ``# Deep dive X: ...`` marker
-(``helpers/deep_dives.py``). The run times beside the minutes are the stored full run (the stamp of
+everything after it is deep dives. A rewritten notebook opens each deep dive with a visible guard
+(``H.deep_dive("B", ...)``), and the cells after a guard need nothing more; a notebook not yet rewritten starts
+each deep-dive code cell with a ``# Deep dive X: ...`` marker instead (``helpers/deep_dives.py``). The run times beside the minutes are the stored full run (the stamp of
 ``tools.execute``) and its core cells' share of that run (``core_runtime_s`` in the same stamp: what a ``DEEP_DIVES = False`` run spends in cells).
 """
 from __future__ import annotations
@@ -56,6 +57,7 @@ CAREFUL_CORE_MAX_MIN, CAREFUL_CORES_MAX_MIN = 35, 270
 CAREFUL_CORE_CELL_MAX_LINES, CAREFUL_DEEP_CELL_MAX_LINES, CAREFUL_API_PER_HELPER = 20, 40, 1.5
 
 HELPER_REF = re.compile(r"\bH\.\w+")
+GUARD = re.compile(r"^\s*H\.deep_dive\(")   # a deep dive's visible guard, its first code cell
 
 
 def source(cell) -> str:
@@ -153,13 +155,26 @@ class Notebook:
     core_run_s: float | None
 
 
+def unguarded(deep_cells) -> list[str]:
+    """Ids of the deep-dive code cells that nothing stops in a core-only run: neither a guard
+    (``H.deep_dive(...)``) above them in the deep dives nor a ``# Deep dive X:`` marker of their own."""
+    found, guarded = [], False
+    for cell in deep_cells:
+        if cell["cell_type"] != "code":
+            continue
+        guarded = guarded or bool(GUARD.match(source(cell)))
+        if not guarded and marker(source(cell)) is None:
+            found.append(cell.get("id", ""))
+    return found
+
+
 def read(path: Path) -> Notebook:
     nb = json.loads(Path(path).read_text())
     core, deep = split_core(nb)
     code_deep = [c for c in deep if c["cell_type"] == "code"]
     return Notebook(
         name=Path(path).stem, core=measure(core), deep=measure(deep), deep_dive_cells=len(code_deep),
-        unmarked=[c.get("id", "") for c in code_deep if marker(source(c)) is None],
+        unmarked=unguarded(deep),
         marked_in_core=[c.get("id", "") for c in core if c["cell_type"] == "code" and marker(source(c))],
         full_run_s=(stamp(nb) or {}).get("runtime_s"),
         core_run_s=(stamp(nb) or {}).get("core_runtime_s"))
@@ -186,7 +201,8 @@ def problems(books: list[Notebook]) -> list[str]:
             out.append(f"{b.name}: the core has {b.core.api} cuDNN API references and {b.core.helpers} H.* calls: "
                        f"the API must be at least as visible")
         if b.unmarked:
-            out.append(f"{b.name}: deep-dive code cells without a '# Deep dive X: ...' first line: {b.unmarked}")
+            out.append(f"{b.name}: deep-dive code cells with neither a guard above them nor a '# Deep dive X: ...' "
+                       f"first line: {b.unmarked}")
         if b.marked_in_core:
             out.append(f"{b.name}: core code cells marked as deep dives: {b.marked_in_core}")
     total = sum(b.core.minutes for b in books)
@@ -240,8 +256,9 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--check", action="store_true", help="exit 1 if the budget breaks")
     parser.add_argument("--careful", action="store_true", help="minutes of a careful read, against its budget")
+    parser.add_argument("paths", nargs="*", type=Path, help="notebooks to read (default: the eight in notebooks/)")
     args = parser.parse_args(argv)
-    books = read_all()
+    books = read_all(args.paths)
     if args.careful:
         for b in books:
             print(f"{b.name}: core {b.core.minutes_at(CAREFUL):.0f} min, deep dives {b.deep.minutes_at(CAREFUL):.0f} "
