@@ -3,6 +3,7 @@ sees (nothing built, nothing cached, nothing compiled), and ``run_worker``, the 
 tests launch them (``python -m helpers.workers.<name>``).
 
 tiny_graph    notebook 01: the smallest graph, built with the frontend's logging switched on from the start
+conv_compile  notebook 02: torch.compile of conv → bias → ReLU with cudnn.benchmark off or on, timed on the GPU
 plan_worker   notebook 06: cold-build or deserialize cuDNN execution plans
 cache_worker  notebook 07: the first dynamic-shape build (empty kernel cache or one loaded from disk), and each MLP
               build mode (static, heuristics per shape, pinned) in a process of its own
