@@ -87,4 +87,4 @@ def install() -> bool:
 def switch(namespace: dict) -> None:
     """Install the switch (in IPython), and say once that it skips when ``namespace`` sets it to False."""
     if install() and namespace.get(SWITCH) is False:
-        print(f"{SWITCH} = False: the core only. Each deep dive says so in one line and does not run.")
+        print(f"{SWITCH} = False: the core only; the deep dives below do not run.")

@@ -192,7 +192,7 @@ def test_check_parameters_says_once_that_the_switch_is_off(monkeypatch, capsys):
 
     monkeypatch.setattr(deep_dives, "install", lambda: True)   # as in IPython
     check_parameters("01", dict(defaults("01"), DEEP_DIVES=False))
-    assert capsys.readouterr().out == "DEEP_DIVES = False: the core only. Each deep dive says so in one line and does not run.\n"
+    assert capsys.readouterr().out == "DEEP_DIVES = False: the core only; the deep dives below do not run.\n"
     check_parameters("01", defaults("01"))
     assert capsys.readouterr().out == ""
     with pytest.raises(ParameterError):   # the rules first: a broken parameter installs nothing
