@@ -153,13 +153,6 @@ def _conv_fits(rs, hw, pad) -> bool:
     return rs <= hw + 2 * pad
 
 
-def _sweep_layer(entry) -> bool:
-    if not (isinstance(entry, (tuple, list)) and len(entry) == 7 and isinstance(entry[0], str)):
-        return False
-    _, c, hw, k, rs, pad, stride = entry
-    return all(map(_int(1), (c, hw, k, rs, stride))) and _int(0)(pad) and _conv_fits(rs, hw, pad)
-
-
 def _heur_modes(modes) -> bool:
     return (isinstance(modes, (list, tuple)) and len(modes) > 0 and len(set(modes)) == len(modes)
             and all(type(m).__name__ == "heur_mode" for m in modes))
@@ -203,7 +196,6 @@ def _tokens_divide(tokens, *lens) -> list:
 FP8_ATTENTION_SEQ_LENS = [4096, 8192]   # notebook 05, section 10: FP8_SEQ_LENS, fixed in its cell
 GRAPHS_06 = ("conv→bias→ReLU (heuristic)", "conv→bias→ReLU (heuristic, again)",   # the graphs notebook 06's
              "SDPA causal", "matmul (plain)", "matmul (plain, again)")                  # core times, by label
-COMPILE_MODES = ("default", "max-autotune-no-cudagraphs")               # torch.compile modes without CUDA graphs
 
 # -- the rules, per notebook -------------------------------------------------------------------
 
@@ -217,14 +209,6 @@ RULES: dict[str, list[Rule]] = {
              lambda rs, hw, pad: f"RS = {rs} is larger than the padded image HW + 2·PAD = {hw + 2 * pad}: "
                                  f"the conv would have no output; need RS ≤ HW + 2·PAD"),
         *io_dtype(),
-        *benchmark_runs(),
-        *one_of("COMPILE_MODE", COMPILE_MODES, " (torch.compile modes without CUDA graphs of their own: "
-                                               "H.gpu_time captures the calls itself)"),
-        *ints("SWEEP_BATCH"),
-        *list_of("SWEEP", _sweep_layer, "(layer name, C, H=W, K, filter, padding, stride) with ints ≥ 1, "
-                                        "padding ≥ 0 and filter ≤ H + 2·padding", empty_ok=False),
-        Rule(("SWEEP",), lambda v: len({e[0] for e in v}) == len(v),
-             lambda v: f"SWEEP repeats a layer name ({[e[0] for e in v]}): each name is one row of the table"),
         *seed(),
     ],
 

@@ -76,12 +76,6 @@ BAD = [
     *ints("02", "PAD", value=-1, low=0),
     ("02", {"RS": 9, "HW": 3}, ["RS = 9", "HW + 2·PAD = 5"]),
     ("02", {"IO_DTYPE": torch.float32}, DTYPE_BAD),
-    *ints("02", "WARMUP", value=-1, low=0), *ints("02", "ITERS"), *too_many("02", "WARMUP", "ITERS"),
-    ("02", {"COMPILE_MODE": "reduce-overhead"},
-     ["COMPILE_MODE = 'reduce-overhead'", "'default', 'max-autotune-no-cudagraphs'"]),
-    *ints("02", "SWEEP_BATCH"),
-    ("02", {"SWEEP": [("res5 9x9", 512, 7, 512, 9, 0, 1)]}, ["SWEEP entry ('res5 9x9', 512, 7, 512, 9, 0, 1)"]),
-    ("02", {"SWEEP": [("a", 64, 56, 256, 1, 0, 1), ("a", 128, 28, 128, 3, 1, 1)]}, ["SWEEP", "repeats a layer name"]),
     *seeds("02"),
 
     ("03", {"SHAPE": dict(N=32, C=128, H=56, W=56)}, ["SHAPE = {", "N, C, H, W, K"]),
@@ -298,13 +292,6 @@ def test_the_reference_bound_is_the_scores_the_largest_accepted_check_shape_hold
     from helpers.lessons.attention import math_fits
     assert math_fits(b, h, largest, parameters.CHECK_SCORES_MAX_GIB, itemsize=4)
     assert not math_fits(b, h, largest + 1, parameters.CHECK_SCORES_MAX_GIB, itemsize=4)
-
-
-def test_allowed_compile_modes_are_torch_modes_without_cuda_graphs():
-    from torch._inductor import list_mode_options
-    modes = list_mode_options()
-    for mode in parameters.COMPILE_MODES:
-        assert mode in modes and not modes[mode].get("triton.cudagraphs"), mode
 
 
 def test_heur_modes_rule_takes_the_real_cudnn_enum():

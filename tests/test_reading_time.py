@@ -124,9 +124,9 @@ BOOKS = rt.read_all()
 
 API_RULE = "cuDNN API references"
 # torch.backends.cudnn's settings counted as the frontend's API until this was found (they are torch's): counted
-# right, these three cores refer to H.* more often than to the API. Their rewrite on a GPU (issue 45) fixes them;
+# right, these cores refer to H.* more often than to the API. Their rewrite on a GPU (issue 45) fixes them;
 # strict, so the mark must go when it does.
-API_BELOW_HELPERS = {"02_fused_conv_bias_relu", "03_autotuning", "04_matmul_epilogues_amax"}
+API_BELOW_HELPERS = {"03_autotuning", "04_matmul_epilogues_amax"}
 
 
 @pytest.mark.parametrize("book", BOOKS, ids=[b.name for b in BOOKS])

@@ -2,6 +2,7 @@
 deliberately broken copy (a path in an output, a plotting cell without its PNG, a results CSV
 that disagrees with the printed numbers, a badge pointing elsewhere). CPU only."""
 import copy
+import re
 import os
 import shutil
 import subprocess
@@ -232,12 +233,12 @@ def test_every_stored_notebook_matches_the_hashes_its_run_would_record():
 
 def test_a_hand_edited_compared_output_fails_naming_the_notebook_and_the_cell(nb02):
     edited = copy.deepcopy(nb02)
-    cell = _cell(edited, "6fdc180c")                          # x: shape (32, 128, 56, 56), ...: compared
-    assert N.compared(cell) and "(32, 128, 56, 56)" in cell.outputs[0].text
-    cell.outputs[0].text = cell.outputs[0].text.replace("(32, 128, 56, 56)", "(32, 128, 56, 57)", 1)
+    cell = _cell(edited, "6d378bf7")                          # PASS fused conv-bias-relu N32 C128 56x56 ...: compared
+    assert N.compared(cell) and "56x56" in cell.outputs[0].text
+    cell.outputs[0].text = cell.outputs[0].text.replace("56x56", "56x57", 1)
     (problem,) = HY.output_problems(edited, NB02)
     index = edited.cells.index(cell)
-    assert problem.startswith(f"{NB02} cell {index} (id 6fdc180c): its stored outputs are not the ones its GPU run "
+    assert problem.startswith(f"{NB02} cell {index} (id 6d378bf7): its stored outputs are not the ones its GPU run "
                               "wrote (edited by hand?)")
     assert problem.endswith(f"re-execute it on a GPU (python -m tools.execute notebooks/{NB02})")
     assert "\n" not in problem
@@ -262,8 +263,8 @@ def test_every_kind_of_change_nbval_would_see_is_seen(nb02, edit):
 
 def _masked_number(nb):
     passed = _cell(nb, "6d378bf7").outputs[0]                                    # compared; nbval masks rel err
-    assert "rel err 1.7e-03" in passed.text
-    passed.text = passed.text.replace("rel err 1.7e-03", "rel err 2.1e-03")
+    (shown,) = re.findall(r"rel err [0-9.]+e[-+][0-9]+", passed.text)
+    passed.text = passed.text.replace(shown, "rel err 9.9e-09" if shown != "rel err 9.9e-09" else "rel err 1.1e-09")
     return "6d378bf7"
 
 
@@ -273,13 +274,16 @@ def _timing_line(nb):
 
 
 def _benchmark_table(nb):
-    """The issue-42 edit: 02's benchmark table (not compared) says 791.214 TFLOP/s where the run printed 691.214."""
+    """The issue-42 edit: 02's benchmark table (not compared) says 100 TFLOP/s more than the run printed."""
     table = _cell(nb, "13bade38")
     assert not N.compared(table)
     (shown,) = [out for out in table.outputs if "data" in out]
+    row = next(line for line in shown.data["text/plain"].splitlines() if line.startswith("cuDNN fused graph"))
+    rate = row.split()[-2]                                        # the TFLOP/s column, as the table printed it
+    more = f"{float(rate) + 100:.{len(rate.partition('.')[2])}f}"
     for mime in ("text/plain", "text/html"):
-        assert "691.214" in shown.data[mime]
-        shown.data[mime] = shown.data[mime].replace("691.214", "791.214")
+        assert rate in shown.data[mime]
+        shown.data[mime] = shown.data[mime].replace(rate, more, 1)
     return "13bade38"
 
 
@@ -290,10 +294,10 @@ def _figure(nb):
 
 
 def _stream_in_two_pieces(nb):
-    split = _cell(nb, "6fdc180c")
+    split = _cell(nb, "934b6fa8")                                                # three PASS lines: compared
     first, rest = split.outputs[0].text.split("\n", 1)
     split.outputs = [new_output("stream", name="stdout", text=first + "\n"), new_output("stream", name="stdout", text=rest)]
-    return "6fdc180c"
+    return "934b6fa8"
 
 
 @pytest.mark.parametrize("edit", [_masked_number, _timing_line, _benchmark_table, _figure, _stream_in_two_pieces],
@@ -464,6 +468,29 @@ def test_tools_execute_records_the_output_hashes_and_the_prose_in_the_stamp(tmp_
 
 
 # ------------------------------------------------------------------ the course's code each run used
+# A module with what changes form between Python versions (f-strings, their quotes and format specs, a docstring
+# of several lines, non-ASCII text, annotations) and its hash, as Python 3.10 to 3.13 make it: a stamp
+# written by the GPU machine's 3.12 is checked by CI's 3.11, so the hash must not depend on the version.
+PORTABLE_MODULE = '''"""A module.
+
+Two lines of docstring, « ünïcode »."""
+import math  # a comment
+
+
+def rate(flops: float, ms: float) -> str:
+    """TFLOP/s, said."""
+    value = flops / ms / 1e9  # TFLOP/s
+    return f"{value:,.1f} TFLOP/s · {'fast' if value > 1 else 'slow'} ({math.pi:.2f})"
+'''
+PORTABLE_HASH = "93752cca7717928287dabfbf5ec7e6271c9fb50248178803a6a14390e1bb33cf"
+
+
+def test_a_files_hash_is_the_same_in_every_python_version(tmp_path):
+    module = tmp_path / "m.py"
+    module.write_text(PORTABLE_MODULE, encoding="utf-8")
+    assert N.file_hash(module) == PORTABLE_HASH
+
+
 def test_a_files_hash_follows_its_code_not_its_comments_or_docstrings(tmp_path):
     module = tmp_path / "m.py"
     module.write_text('"""A module."""\n\ndef f(x):\n    """Double."""\n    return 2 * x  # twice\n')

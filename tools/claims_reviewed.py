@@ -28,8 +28,10 @@ REVIEWED: dict[tuple[str, str, str], str] = {
         "a possibility ('may') from the mechanism (no specialisation on run-time sizes), not a verdict",
     ('07', 'slower', 'A dynamic kernel may run slower than a static one, and'):
         "a possibility ('may'); section 3's verdict prints the measured dynamic vs static kernel time",
-    ('02', 'faster', 'the headline shape: fused at least 2× faster than torch eager, at'):
-        "states the course's bars (targets, which tools/claims --bars checks against the code), not a measured outcome",
+    ('02', 'faster', 'the GPU-time clock: the fused graph at least 2× faster than torch eager'):
+        "defines the course's targets (bars, which tools/claims --bars checks against the code), not a measured outcome",
+    ('02', 'behind', 'the wall time of a call made while the GPU runs behind.'):
+        "'runs behind' says the GPU is still busy with earlier calls while the host's time is taken: it compares nothing",
     ('03', 'wins', 'noisy timings is only useful if it wins again.'):
         "a condition for a winner to be useful ('only if it wins again'), not a verdict",
     ('04', 'loses', "one costs whatever cuDNN's own kernel loses to cuBLASLt's."):

@@ -187,20 +187,37 @@ CODE_FILES_SINCE = "2026-12-05"        # every stamp written from this date on r
 
 
 def file_hash(path: Path) -> str:
-    """sha256 of what a course file does: a Python module's syntax tree without its docstrings (editing a comment or
-    a docstring calls for no GPU run), any other file's bytes."""
+    """sha256 of what a course file does: a Python module's text without its comments, docstrings, blank lines and
+    trailing spaces (editing a comment or a docstring calls for no GPU run), any other file's bytes. Made from the
+    text, not from a dump of the syntax tree, whose form changes between Python versions: a stamp written by the GPU
+    machine's Python must match the hash CI's Python makes of the same file."""
     import ast
+    import io
+    import tokenize
 
     data = Path(path).read_bytes()
     if Path(path).suffix != ".py":
         return hashlib.sha256(data).hexdigest()
-    tree = ast.parse(data)
-    for node in ast.walk(tree):
+    text = data.decode("utf-8")
+    lines = text.splitlines()
+
+    def char_col(line: int, byte_col: int) -> int:   # ast counts UTF-8 bytes, tokenize characters
+        return len(lines[line - 1].encode("utf-8")[:byte_col].decode("utf-8", errors="ignore"))
+
+    spans = []   # ((line, col), (end line, end col)) to leave out, lines from 1, columns in characters
+    for node in ast.walk(ast.parse(text)):
         body = getattr(node, "body", None)
         if isinstance(body, list) and body and isinstance(body[0], ast.Expr) \
                 and isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, str):
-            node.body = body[1:] or [ast.Pass()]
-    return hashlib.sha256(ast.dump(tree).encode()).hexdigest()
+            doc = body[0]
+            spans.append(((doc.lineno, char_col(doc.lineno, doc.col_offset)),
+                          (doc.end_lineno, char_col(doc.end_lineno, doc.end_col_offset))))
+    spans += [(tok.start, tok.end) for tok in tokenize.generate_tokens(io.StringIO(text).readline)
+              if tok.type == tokenize.COMMENT]
+    for (line, col), (end_line, end_col) in sorted(spans, reverse=True):
+        lines[line - 1:end_line] = [lines[line - 1][:col] + lines[end_line - 1][end_col:]]
+    kept = [line.rstrip() for line in lines if line.strip()]
+    return hashlib.sha256("\n".join(kept).encode("utf-8")).hexdigest()
 
 
 def code_files_hashes(files, root: Path = ROOT) -> dict[str, str]:
