@@ -12,8 +12,8 @@ a comment, and an output line is a line of printed text, a row of an HTML table,
 result (a figure counts one line). A notebook's core is every cell before its ``# Deep dives`` heading;
 everything after it is deep dives. A rewritten notebook opens each deep dive with a visible guard
 (``H.deep_dive("B", ...)``), and the cells after a guard need nothing more; a notebook not yet rewritten starts
-each deep-dive code cell with a ``# Deep dive X: ...`` marker instead (``helpers/deep_dives.py``). The run times beside the minutes are the stored full run (the stamp of
-``tools.execute``) and its core cells' share of that run (``core_runtime_s`` in the same stamp: what a ``DEEP_DIVES = False`` run spends in cells).
+each deep-dive code cell with a ``# Deep dive X: ...`` marker instead (``helpers/deep_dives.py``). The run times
+beside the minutes are the stored full run (the stamp of ``tools.execute``) and its core cells' share of that run (``core_runtime_s`` in the same stamp: what a ``DEEP_DIVES = False`` run spends in cells).
 """
 from __future__ import annotations
 
