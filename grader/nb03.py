@@ -9,7 +9,7 @@ can read): a pick within the timing noise of the fastest passes, a slower one fa
 checker sets a race the answer cannot know: every plan but one, drawn at random among the fastest, is held behind a
 GPU wait before it runs (``race_holds``), so only timing the executes finds the winner. The pick must come from
 timing: every plan that builds must have run, several times, and built no more often than it ran (timing the build
-fails); the medians H.benchmark gave the answer must rank the plans as the checker's do. The checker's graph refuses
+fails); the medians the answer's timing calls gave must rank the plans as the checker's do. The checker's graph refuses
 the first half of its ranked plans but one slow plan (as a GPU without those engines would: ``refuse_plans``), so a
 plan's position among the plans that built, returned as an index, names a refused plan or the slow one. A saved
 choice is replayed by building the saved plan alone: no build_plans, no other plan built or run.
@@ -52,7 +52,7 @@ HOLD_FACTOR = 4.0
 HOLD_MIN_MS = 0.2
 WINNER_WITHIN = 1.2      # the winner is drawn among the plans within this factor of the fastest
 MIN_RUNS = 3             # executes of a plan that make a timing (a plan cut off after one run aside)
-MIN_RANK_CORRELATION = 0.6   # Spearman's rho between the answer's H.benchmark medians and the checker's own
+MIN_RANK_CORRELATION = 0.6   # Spearman's rho between the answer's timed medians and the checker's own
 
 
 
@@ -294,13 +294,13 @@ def rank_correlation(a: dict, b: dict) -> float:
 def require_measured(table, executes: Counter, builds: Counter, benchmarked: list) -> None:
     """``Wrong`` in one line unless the answer timed the plans' executes, as the checker saw it while the answer ran:
     ``executes`` and ``builds`` count its ``execute_plan_at_index`` and ``build_plan_at_index`` calls by plan;
-    ``benchmarked`` holds one ``(plans run inside, builds inside, median ms)`` per ``H.benchmark`` call. No
-    ``H.benchmark`` call timed builds instead of executes; no plan was built more often than it ran; each plan the
-    checker times in full ran at least ``MIN_RUNS`` times; and the medians ``H.benchmark`` gave the answer, plan by
+    ``benchmarked`` holds one ``(plans run inside, builds inside, median ms)`` per timing call. No
+    timing call timed builds instead of executes; no plan was built more often than it ran; each plan the
+    checker times in full ran at least ``MIN_RUNS`` times; and the medians the timing calls gave the answer, plan by
     plan, rank the plans as the checker's own timing (``table``) does."""
     for plans, built, _ in benchmarked:
         if built and not plans:
-            raise Wrong(f"you timed the build: an H.benchmark call ran build_plan_at_index ({built} builds) and no "
+            raise Wrong(f"you timed the build: a timing call (H.gpu_time, H.benchmark) ran build_plan_at_index ({built} builds) and no "
                         f"plan — build each plan once, then time execute_plan_at_index")
     for plan, built in sorted((p, n) for p, n in builds.items() if p != "all"):
         ran = executes.get(plan, 0)
@@ -313,7 +313,7 @@ def require_measured(table, executes: Counter, builds: Counter, benchmarked: lis
     if short:
         plan, ran = short[0]
         raise Wrong(f"plan {plan} ran {ran} time{'s' if ran > 1 else ''}: that is not a timing — time each plan over "
-                    f"several runs (H.benchmark's warmup and iters), then pick")
+                    f"several runs (H.gpu_time's or H.benchmark's warm-up and iterations), then pick")
     reported = {next(iter(plans)): ms for plans, _, ms in benchmarked if len(plans) == 1 and not math.isnan(ms)}
     own = {i: float(table.loc[i, "median_ms"]) for i in full}
     common = set(reported) & set(own)
@@ -321,17 +321,18 @@ def require_measured(table, executes: Counter, builds: Counter, benchmarked: lis
         rho = rank_correlation(reported, own)
         if not rho >= MIN_RANK_CORRELATION:
             shown = "undefined (your times are all equal)" if math.isnan(rho) else f"{rho:.2f}"
-            raise Wrong(f"the times H.benchmark gave you do not follow the plans' speeds: rank correlation {shown} "
+            raise Wrong(f"the times your timing calls gave you do not follow the plans' speeds: rank correlation {shown} "
                         f"with the checker's own timing of the same {len(common)} plans (want at least "
                         f"{MIN_RANK_CORRELATION}) — time each plan's own execute_plan_at_index")
 
 
 @contextmanager
 def benchmarks_seen(graph, runs, builds: Counter):
-    """For the block, each call of ``H.benchmark`` (``helpers.benchmark`` and ``helpers.timing.per_call``'s, under
-    either name) appends ``(plans of graph run inside it, builds inside it, its median ms)`` to the list yielded."""
+    """For the block, each call of a timer of the toolbox (``H.gpu_time``, ``H.benchmark``, ``H.call_time``: the
+    surface's names and their modules') appends ``(plans of graph run inside it, builds inside it, its median ms)`` to
+    the list yielded."""
     import helpers
-    from helpers.timing import per_call
+    from helpers.timing import gpu, per_call
 
     seen = []
 
@@ -344,8 +345,9 @@ def benchmarks_seen(graph, runs, builds: Counter):
             return result
         return timed
 
-    with internals.wrapped([(module, name, make) for module in (helpers, per_call)
-                            for name in ("benchmark", "call_time")]):
+    timers = [(module, name) for module in (helpers, per_call) for name in ("benchmark", "call_time")]
+    timers += [(helpers, "gpu_time"), (gpu, "gpu_time")]
+    with internals.wrapped([(module, name, make) for module, name in timers]):
         yield seen
 
 
@@ -519,7 +521,10 @@ def fastest_plan(graph, pack):
         def launch(plan=plan, own_workspace=own_workspace):
             graph.execute_plan_at_index(pack, own_workspace, index=plan, handle=on_stream)
 
-        median_by_plan[plan] = H.benchmark(launch, warmup=3, iters=10, max_ms=5.0).median_ms
+        try:
+            median_by_plan[plan] = H.gpu_time(launch).median_ms   # as the notebook times plans
+        except H.NotCapturable:  # cannot be captured in a CUDA graph here: not a candidate
+            continue
     return min(median_by_plan, key=median_by_plan.get)
 
 

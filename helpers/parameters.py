@@ -111,17 +111,6 @@ def int_list(name: str, *, at_least: int = 1, increasing: bool = True, why: str 
     return must(f"{size} ints ≥ 1, {'in increasing order, ' if increasing else ''}no repeats{why}", ok, name)
 
 
-def list_of(name: str, entry_ok: Callable, entry: str, *, empty_ok: bool) -> list[Rule]:
-    """A list whose entries all pass ``entry_ok``; the message shows the first entry that does not."""
-    def message(v):
-        bad = [e for e in v if not entry_ok(e)] if isinstance(v, list) else []
-        if bad:
-            return f"{name} entry {bad[0]!r} must be {entry}"
-        return f"{name} = {v!r} must be a {'' if empty_ok else 'non-empty '}list, each entry {entry}"
-    return [Rule((name,), lambda v: isinstance(v, list) and (empty_ok or len(v) > 0) and all(map(entry_ok, v)),
-                 message)]
-
-
 def _int_dict(v, keys: tuple) -> bool:
     return isinstance(v, dict) and sorted(v) == sorted(keys) and all(map(_int(1), v.values()))
 
@@ -151,24 +140,6 @@ def _conv_shape(v) -> bool:
 def _conv_fits(rs, hw, pad) -> bool:
     """The filter fits in the padded image: the conv has at least one output row (whatever the stride)."""
     return rs <= hw + 2 * pad
-
-
-def _heur_modes(modes) -> bool:
-    return (isinstance(modes, (list, tuple)) and len(modes) > 0 and len(set(modes)) == len(modes)
-            and all(type(m).__name__ == "heur_mode" for m in modes))
-
-
-def _heur_modes_message(modes) -> str:
-    known = next((list(type(m).__members__) for m in (modes if isinstance(modes, (list, tuple)) else [])
-                  if type(m).__name__ == "heur_mode"), ["A", "B", "FALLBACK"])
-    return (f"HEUR_MODES = {modes!r} must be a non-empty list of distinct cudnn.heur_mode values "
-            f"({', '.join('cudnn.heur_mode.' + k for k in known)})")
-
-
-def _off_16(shape) -> str:
-    """Which of (batch, M, K, N)'s M, K, N are not multiples of 16, in words ("" if none)."""
-    off = [f"{name} = {x}" for name, x in zip("MKN", shape[1:]) if x % 16]
-    return f"{', '.join(off)} {'is' if len(off) == 1 else 'are'} not" if off else ""
 
 
 HEAD_DIM = "a multiple of 8 from 8 to 256 (the head dims cuDNN's fused attention takes)"
@@ -214,31 +185,19 @@ RULES: dict[str, list[Rule]] = {
 
     "03": [*flags("DEEP_DIVES"),
         *must(CONV_WHAT, _conv_shape, "SHAPE"),
-        *list_of("EXTRA_SHAPES", _conv_shape, CONV_WHAT, empty_ok=True),
-        Rule(("SHAPE", "EXTRA_SHAPES"),
-             lambda s, extra: len({tuple(x[k] for k in CONV) for x in [s, *extra]}) == 1 + len(extra),
-             lambda s, extra: f"EXTRA_SHAPES = {extra} repeats a shape (or SHAPE = {s}): each shape is one row "
-                              f"of the sweep table"),
         *io_dtype(),
-        Rule(("HEUR_MODES",), _heur_modes, _heur_modes_message),
-        *benchmark_runs(),
-        *ints("SWEEP_ITERS", "TOP_K"),
-        *at_most(MAX_RUNS, RUNS_WHY, "SWEEP_ITERS"),
         *positive("MAX_MS"),
-        *gemm_shape("GEMM_SHAPE"),
-        *positive("GEMM_TUNE_BUDGET_S"),
         *seed(),
     ],
 
     "04": [*flags("DEEP_DIVES"),
-        *gemm_shape("SMALL", "LARGE", "FP8_SHAPE"),
-        Rule(("FP8_SHAPE",), lambda v: not _off_16(v), lambda v: f"FP8_SHAPE = {v!r}: M, K and N must be multiples of "
-                                                            f"16, the sizes the FP8 matmul engines take ({_off_16(v)})"),
-        *positive("FP8_TUNE_BUDGET_S"),
+        *gemm_shape("SHAPE"),
+        Rule(("SHAPE",), lambda v: v[0] == 1,
+             lambda v: f"SHAPE = {v!r}: the batch must be 1 (one linear layer: the rival, cuBLASLt's fused epilogue, "
+                       f"takes 2-D operands)"),
         *must("a number other than 0 and 1 (with 1 the check that catches a missing alpha cannot fail; with 0 the "
               "matmul drops out)", _number(lambda v: v not in (0, 1)), "ALPHA"),
         *io_dtype(),
-        *benchmark_runs(),
         *seed(),
     ],
 

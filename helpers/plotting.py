@@ -377,7 +377,7 @@ def plot_bars(ax, labels, values, *, ylabel: str, title: str, logy: bool = False
         at = bar.get_height() if math.isfinite(value) else ax.get_ylim()[0]
         text = value_label(value)
         if logy and ran and math.isfinite(value):   # on a log axis a bar's length is no ratio: write it
-            text += f" ({value / min(ran):.3g}×)"
+            text += f" ({value_label(value / min(ran))}×)"
         ax.annotate(text, (bar.get_x() + bar.get_width() / 2, at), ha="center", va="bottom",
                     fontsize=SMALL_PT)
     ax.set_ylabel(ylabel)
@@ -465,7 +465,9 @@ def _result(named: list[tuple[str, float]], direction: str | None) -> str:
     if direction is None or len(ran) < 2:
         return ""
     def versus(a, b, name):
-        return f"{b / a:.3g}× faster than {name}" if direction == "lower" else f"{a / b:.3g}× {name}"
+        if direction == "lower":
+            return f"{value_label(b / a)}× faster than {name}"
+        return f"{value_label(a / b)}× {name}"
     ours = [(n, v) for n, v in ran if role_of(n) == "cudnn"]
     if len(ours) == 1:
         (name, value), = ours

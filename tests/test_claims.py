@@ -113,7 +113,7 @@ def test_a_condition_printed_on_a_bar_line_is_not_a_bar():
 def test_every_bar_the_prose_quotes_is_a_bar_its_notebook_prints():
     from tools.claims import bar_mismatches, prose_bars, _notebook as read
 
-    assert sum(len(prose_bars(*read(p))) for p in notebook_paths()) >= 10       # 02, 04, 05, 07, 08 quote bars
+    assert sum(len(prose_bars(*read(p))) for p in notebook_paths()) >= 8        # 02, 05, 07, 08 quote bars
     bad = [line for p in notebook_paths() for line in bar_mismatches(p)]
     assert not bad, "\n".join(bad)
 

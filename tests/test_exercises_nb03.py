@@ -156,16 +156,17 @@ def test_an_answer_that_timed_each_plans_executes_passes():
 
 
 @pytest.mark.parametrize("case, message", [
-    ("benchmark of the build", "you timed the build: an H.benchmark call ran build_plan_at_index (13 builds) and no "
-                               "plan — build each plan once, then time execute_plan_at_index"),
+    ("benchmark of the build", "you timed the build: a timing call (H.gpu_time, H.benchmark) ran "
+                               "build_plan_at_index (13 builds) and no plan — build each plan once, then time "
+                               "execute_plan_at_index"),
     ("built more than run", "plan 0 was built 13 times and run 1: you timed the build — build each plan once, then "
                             "time execute_plan_at_index"),
-    ("one run a plan", "plan 0 ran 1 time: that is not a timing — time each plan over several runs (H.benchmark's "
-                       "warmup and iters), then pick"),
-    ("made-up times", "the times H.benchmark gave you do not follow the plans' speeds: rank correlation -0.90 with "
+    ("one run a plan", "plan 0 ran 1 time: that is not a timing — time each plan over several runs "
+                       "(H.gpu_time's or H.benchmark's warm-up and iterations), then pick"),
+    ("made-up times", "the times your timing calls gave you do not follow the plans' speeds: rank correlation -0.90 with "
                       "the checker's own timing of the same 5 plans (want at least 0.6) — time each plan's own "
                       "execute_plan_at_index"),
-    ("constant times", "the times H.benchmark gave you do not follow the plans' speeds: rank correlation undefined "
+    ("constant times", "the times your timing calls gave you do not follow the plans' speeds: rank correlation undefined "
                        "(your times are all equal)"),
 ])
 def test_an_answer_that_did_not_time_the_executes_is_refused_in_one_line(case, message):
@@ -213,6 +214,27 @@ def test_what_h_benchmark_gave_the_answer_is_seen_plan_by_plan(monkeypatch):
         per_call.benchmark(lambda: builds.update([4]))             # a "build" and no execute
     assert seen == [({3}, 0, 0.5), (set(), 1, 0.5)]
     assert helpers.benchmark.__name__ == "<lambda>"               # put back on leaving
+
+
+def test_what_h_gpu_time_gave_the_answer_is_seen_too(monkeypatch):
+    """The notebook teaches H.gpu_time: ``benchmarks_seen`` notes its calls as it notes H.benchmark's, under the
+    surface's name and its module's."""
+    from types import SimpleNamespace
+
+    from grader.graph_runs import recording
+    from helpers.timing import gpu
+    from tests.support import StandInGraph
+
+    import helpers
+    monkeypatch.setattr(helpers, "gpu_time", lambda fn, **kw: (fn(), SimpleNamespace(median_ms=0.25))[1])
+    monkeypatch.setattr(gpu, "gpu_time", helpers.gpu_time)
+    graph = StandInGraph(lambda x: {"y": x}, {"x": 1}, {"y": 2})
+    pack, builds = {1: torch.ones(2), 2: torch.zeros(2)}, Counter()
+    with recording(detail=False, classes=(StandInGraph,)) as runs, nb03.benchmarks_seen(graph, runs, builds) as seen:
+        helpers.gpu_time(lambda: graph.execute_plan_at_index(pack, None, index=5))
+        gpu.gpu_time(lambda: graph.execute_plan_at_index(pack, None, index=6))
+    assert seen == [({5}, 0, 0.25), ({6}, 0, 0.25)]
+    assert helpers.gpu_time.__name__ == "<lambda>"                # put back on leaving
 
 
 @pytest.mark.parametrize("builds, executes, message", [
@@ -405,7 +427,8 @@ WRONG = [
                                           r"than the fastest"),
     ("03.fastest_plan", made_up_table, r"is the first plan that builds, but plan \d+ is|is the slowest plan|% more "
                                        r"than the fastest"),
-    ("03.fastest_plan", build_timed_with_benchmark, r"^you timed the build: an H.benchmark call ran build_plan_at_index"),
+    ("03.fastest_plan", build_timed_with_benchmark,
+     r"^you timed the build: a timing call \(H\.gpu_time, H\.benchmark\) ran build_plan_at_index"),
     ("03.fastest_plan", build_timed_by_hand, r"^plan \d+ ran 1 time: that is not a timing"),
     ("03.replay_choice", rebuilds_every_candidate, r"^you called build_plans, which builds the heuristic's candidates"),
     ("03.replay_choice", builds_each_candidate_to_find_it, r"^you built \d+ plans \(plan "),

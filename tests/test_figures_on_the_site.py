@@ -141,6 +141,14 @@ def test_alt_text_names_no_winner_where_the_axis_does_not_say_which_way_is_bette
     assert P.alt_text(fig) == "Bar chart 'calls', count: a 1, b 2."
 
 
+def test_a_ratio_in_the_thousands_is_written_without_a_power_of_ten():
+    fig, ax = P.figure()
+    P.plot_bars(ax, ["cuDNN tuned best", "slowest plan"], [0.1, 146.8], ylabel="GPU ms (lower is better)",
+                title="plans", logy=True)
+    assert P.alt_text(fig).endswith("cuDNN tuned best: 1,468× faster than slowest plan.")
+    assert [t.get_text() for t in ax.texts] == ["0.1 (1×)", "147 (1,468×)"]
+
+
 @pytest.mark.parametrize("label, direction", [
     ("GPU ms per call", "lower"), ("µs", "lower"), ("build time (s)", "lower"), ("TFLOP/s", "higher"),
     ("speedup vs eager", "higher"), ("GB/s (log scale)", "higher"), ("steps/s", "higher"), ("images/s", "higher"),

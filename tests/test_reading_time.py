@@ -123,10 +123,6 @@ BOOKS = rt.read_all()
 
 
 API_RULE = "cuDNN API references"
-# torch.backends.cudnn's settings counted as the frontend's API until this was found (they are torch's): counted
-# right, these cores refer to H.* more often than to the API. Their rewrite on a GPU (issue 45) fixes them;
-# strict, so the mark must go when it does.
-API_BELOW_HELPERS = {"03_autotuning", "04_matmul_epilogues_amax"}
 
 
 @pytest.mark.parametrize("book", BOOKS, ids=[b.name for b in BOOKS])
@@ -134,9 +130,7 @@ def test_each_notebook_keeps_the_workshop_budget(book):
     assert [p for p in rt.problems([book]) if API_RULE not in p] == []
 
 
-@pytest.mark.parametrize("book", [pytest.param(b, marks=pytest.mark.xfail(
-    strict=True, reason="issue 45: the core refers to H.* more often than to the cuDNN API"))
-    if b.name in API_BELOW_HELPERS else b for b in BOOKS], ids=[b.name for b in BOOKS])
+@pytest.mark.parametrize("book", BOOKS, ids=[b.name for b in BOOKS])
 def test_each_core_refers_to_the_api_at_least_as_often_as_to_the_helpers(book):
     assert [p for p in rt.problems([book]) if API_RULE in p] == []
 

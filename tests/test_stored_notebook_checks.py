@@ -294,9 +294,13 @@ def _figure(nb):
 
 
 def _stream_in_two_pieces(nb):
+    """The same stdout cut into other pieces: one piece if the run stored several, two if it stored one (a run may
+    store either, as the kernel flushed it)."""
     split = _cell(nb, "934b6fa8")                                                # three PASS lines: compared
-    first, rest = split.outputs[0].text.split("\n", 1)
-    split.outputs = [new_output("stream", name="stdout", text=first + "\n"), new_output("stream", name="stdout", text=rest)]
+    text = "".join(out.text for out in split.outputs if out.output_type == "stream")
+    first, rest = text.split("\n", 1)
+    pieces = [first + "\n", rest] if len(split.outputs) == 1 else [text]
+    split.outputs = [new_output("stream", name="stdout", text=piece) for piece in pieces]
     return "934b6fa8"
 
 
