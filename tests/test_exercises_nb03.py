@@ -196,19 +196,28 @@ def test_a_plan_near_the_cut_off_may_run_once():
     nb03.require_measured(table, executes, builds, [])
 
 
-def test_what_h_benchmark_gave_the_answer_is_seen_plan_by_plan(monkeypatch):
-    """``benchmarks_seen`` wraps H.benchmark (here a CPU stand-in) and notes the plans each call ran and its median."""
+def _stand_in_timer(monkeypatch, name, module, median_ms):
+    """``helpers.<name>`` and ``module.<name>`` replaced by a CPU stand-in that calls ``fn`` once and reports
+    ``median_ms``; a stand-in graph, its pack and an empty build counter."""
     from types import SimpleNamespace
 
+    from tests.support import StandInGraph
+
+    import helpers
+    monkeypatch.setattr(helpers, name, lambda fn, **kw: (fn(), SimpleNamespace(median_ms=median_ms))[1])
+    monkeypatch.setattr(module, name, getattr(helpers, name))
+    graph = StandInGraph(lambda x: {"y": x}, {"x": 1}, {"y": 2})
+    return graph, {1: torch.ones(2), 2: torch.zeros(2)}, Counter()
+
+
+def test_what_h_benchmark_gave_the_answer_is_seen_plan_by_plan(monkeypatch):
+    """``benchmarks_seen`` wraps H.benchmark (here a CPU stand-in) and notes the plans each call ran and its median."""
     from grader.graph_runs import recording
     from helpers.timing import per_call
     from tests.support import StandInGraph
 
     import helpers
-    monkeypatch.setattr(helpers, "benchmark", lambda fn, **kw: (fn(), SimpleNamespace(median_ms=0.5))[1])
-    monkeypatch.setattr(per_call, "benchmark", helpers.benchmark)
-    graph = StandInGraph(lambda x: {"y": x}, {"x": 1}, {"y": 2})
-    pack, builds = {1: torch.ones(2), 2: torch.zeros(2)}, Counter()
+    graph, pack, builds = _stand_in_timer(monkeypatch, "benchmark", per_call, 0.5)
     with recording(detail=False, classes=(StandInGraph,)) as runs, nb03.benchmarks_seen(graph, runs, builds) as seen:
         helpers.benchmark(lambda: graph.execute_plan_at_index(pack, None, index=3))
         per_call.benchmark(lambda: builds.update([4]))             # a "build" and no execute
@@ -219,17 +228,12 @@ def test_what_h_benchmark_gave_the_answer_is_seen_plan_by_plan(monkeypatch):
 def test_what_h_gpu_time_gave_the_answer_is_seen_too(monkeypatch):
     """The notebook teaches H.gpu_time: ``benchmarks_seen`` notes its calls as it notes H.benchmark's, under the
     surface's name and its module's."""
-    from types import SimpleNamespace
-
     from grader.graph_runs import recording
     from helpers.timing import gpu
     from tests.support import StandInGraph
 
     import helpers
-    monkeypatch.setattr(helpers, "gpu_time", lambda fn, **kw: (fn(), SimpleNamespace(median_ms=0.25))[1])
-    monkeypatch.setattr(gpu, "gpu_time", helpers.gpu_time)
-    graph = StandInGraph(lambda x: {"y": x}, {"x": 1}, {"y": 2})
-    pack, builds = {1: torch.ones(2), 2: torch.zeros(2)}, Counter()
+    graph, pack, builds = _stand_in_timer(monkeypatch, "gpu_time", gpu, 0.25)
     with recording(detail=False, classes=(StandInGraph,)) as runs, nb03.benchmarks_seen(graph, runs, builds) as seen:
         helpers.gpu_time(lambda: graph.execute_plan_at_index(pack, None, index=5))
         gpu.gpu_time(lambda: graph.execute_plan_at_index(pack, None, index=6))
