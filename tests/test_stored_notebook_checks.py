@@ -2,8 +2,8 @@
 deliberately broken copy (a path in an output, a plotting cell without its PNG, a results CSV
 that disagrees with the printed numbers, a badge pointing elsewhere). CPU only."""
 import copy
-import re
 import os
+import re
 import shutil
 import subprocess
 import sys
