@@ -3,6 +3,7 @@
 #   exec NN...  execute the notebooks in order (each copied to $OUT when done; then the results CSVs and
 #               constraints.txt), then nbval and the exercise tests of those notebooks, stopping before 600 s
 #   t4 NN...    the same tests under COURSE_GPU=t4 (the rehearsal of a T4); PLAIN=1 reruns the plain ones after
+#   plain NN... the plain tests alone (after an exec with NOTEST=1, when executing and testing overrun 600 s)
 # Before the call, on the CPU machine: git apply drafts/issue-NN.patch; cp drafts/NN_*.ipynb notebooks/; the wheels
 # in .whl/ (drafts/README.md). Call with carry [".whl"]. EXTRA_TESTS adds test ids to both runs.
 set -u
@@ -26,7 +27,9 @@ fi
 rm -rf /tmp/t && mkdir /tmp/t && tar --exclude=./.git --exclude=./.whl -cf - . | (cd /tmp/t && tar xf -)
 cd /tmp/t
 left() { echo $(( 585 - ( $(date +%s) - T0 ) )); }
-if [ "$MODE" = exec ]; then
+if [ "$MODE" = exec ] && [ "${NOTEST:-}" = 1 ]; then
+  echo "NOTEST=1: no tests in this call"
+elif [ "$MODE" = exec ] || [ "$MODE" = plain ]; then
   timeout "$(left)" python3 -m pytest $TESTS -n 2 --dist loadfile -q -p no:cacheprovider 2>&1 | tee "$OUT/plain.log" | tail -40
 else
   COURSE_GPU=t4 timeout "$(left)" python3 -m pytest $TESTS -n 2 --dist loadfile -q -p no:cacheprovider 2>&1 \

@@ -164,7 +164,7 @@ def _tokens_divide(tokens, *lens) -> list:
     return sorted(s for s in every if tokens % s)
 
 
-FP8_ATTENTION_SEQ_LENS = [4096, 8192]   # notebook 05, section 10: FP8_SEQ_LENS, fixed in its cell
+DEEP_DIVE_SEQ_LENS_05 = [1024, 4096, 8192, 16384]   # every S notebook 05's deep dives set in their own cells
 GRAPHS_06 = ("conv→bias→ReLU (heuristic)", "conv→bias→ReLU (heuristic, again)",   # the graphs notebook 06's
              "SDPA causal", "matmul (plain)", "matmul (plain, again)")                  # core times, by label
 
@@ -213,27 +213,14 @@ RULES: dict[str, list[Rule]] = {
              lambda h, kv: f"CHECK_KV_HEADS = {kv} does not divide CHECK_H = {h}: grouped-query attention shares "
                            f"each K/V head among CHECK_H / CHECK_KV_HEADS query heads"),
         *io_dtype(),
-        *ints("TOKENS", "BENCH_HEADS", "HEADLINE_S", "GAP_FWD_S", "GAP_BWD_S", "GAP_ROUNDS"),
-        *at_most(100, "each round times both paths ITERS times at two points; pick a few", "GAP_ROUNDS"),
-        *int_list("SEQ_LENS"), *int_list("OTHER_SEQ_LENS"), *int_list("BWD_SEQ_LENS"),
-        *int_list("FLEX_SEQ_LENS", why=" (its first S is the shortest FlexAttention runs)"),
+        *ints("TOKENS", "HEADS", "HEADLINE_S"),
+        *int_list("SEQ_LENS"),
         *among("HEADLINE_S", "SEQ_LENS"),
-        *among("HEADLINE_S", "BWD_SEQ_LENS", " (the backward is quoted at HEADLINE_S too)"),
-        *must("≥ 1024: the comparison with torch's flash backend is made for S ≥ 1024", lambda v: v >= 1024,
-              "HEADLINE_S"),
-        *subset("FLEX_SEQ_LENS", "SEQ_LENS", " (FlexAttention runs inside the headline sweep)"),
-        *among("GAP_FWD_S", "SEQ_LENS", " (it re-measures a point of the forward sweep)"),
-        *among("GAP_BWD_S", "BWD_SEQ_LENS", " (it re-measures a point of the backward sweep)"),
-        Rule(("TOKENS", "SEQ_LENS", "OTHER_SEQ_LENS", "BWD_SEQ_LENS"),
-             lambda tokens, *lens: not _tokens_divide(tokens, *lens, FP8_ATTENTION_SEQ_LENS),
-             lambda tokens, *lens: f"TOKENS = {tokens} is not a multiple of S = "
-                                   f"{_tokens_divide(tokens, *lens, FP8_ATTENTION_SEQ_LENS)}: batch = TOKENS // S "
-                                   f"must be ≥ 1 and whole at every S of SEQ_LENS, OTHER_SEQ_LENS, BWD_SEQ_LENS "
-                                   f"and the FP8 sweep's {FP8_ATTENTION_SEQ_LENS}"),
-        *benchmark_runs(),
-        *benchmark_runs("BWD_WARMUP", "BWD_ITERS"),
-        *must("a number ≥ 0 (0 skips torch's math backend everywhere)", _number(lambda v: v >= 0),
-              "MATH_MAX_SCORES_GIB"),
+        Rule(("TOKENS", "SEQ_LENS"), lambda tokens, lens: not _tokens_divide(tokens, lens, DEEP_DIVE_SEQ_LENS_05),
+             lambda tokens, lens: f"TOKENS = {tokens} is not a multiple of S = "
+                                  f"{_tokens_divide(tokens, lens, DEEP_DIVE_SEQ_LENS_05)}: batch = TOKENS // S "
+                                  f"must be ≥ 1 and whole at every S of SEQ_LENS and the deep dives' "
+                                  f"{DEEP_DIVE_SEQ_LENS_05}"),
         *seed(),
     ],
 

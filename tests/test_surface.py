@@ -94,41 +94,37 @@ def test_every_export_is_used_by_a_notebook_or_a_solution_or_planned_for_a_core(
 # Every name the surface dropped that a notebook or a reference solution still calls, and who calls it. A rewrite
 # that stops calling one updates this table; an empty row goes, and issue 56 removes the names with the table.
 OLD_NAMES_STILL_CALLED = {
-    "alternating_rounds": ["05", "08"],
+    "alternating_rounds": ["08"],
     "bar_compare": ["08"],
-    "benchmark": ["05", "08"],
-    "build": ["05", "06", "07", "08", "grader/nb02.py", "grader/nb04.py", "grader/nb05.py", "grader/nb06.py", "grader/nb07.py"],
-    "check_table": ["05"],
-    "color_for": ["05", "06", "07", "08"],
+    "benchmark": ["08"],
+    "build": ["06", "07", "08", "grader/nb02.py", "grader/nb04.py", "grader/nb05.py", "grader/nb06.py", "grader/nb07.py"],
+    "color_for": ["06", "07", "08"],
     "cuda_call": ["08", "grader/nb08.py"],
-    "dtype_name": ["05", "06", "08"],
-    "gpu_ms_or_reason": ["05", "07", "08"],
-    "GraphIO": ["05", "07", "grader/nb02.py", "grader/nb04.py", "grader/nb05.py", "grader/nb07.py"],
+    "dtype_name": ["06", "08"],
+    "gpu_ms_or_reason": ["07", "08"],
+    "GraphIO": ["07", "grader/nb02.py", "grader/nb04.py", "grader/nb05.py", "grader/nb07.py"],
     "heuristic_modes": ["grader/nb01.py"],
     "host_timing": ["08"],
     "host_us": ["08"],
-    "kernel_times": ["05"],
     "line_compare": ["07", "08"],
-    "mark_log_axes": ["05", "06", "08"],
-    "measured_bandwidth_gbps": ["05"],
-    "peak_tflops": ["05", "07"],
-    "perf_sweep": ["05", "07", "08"],
+    "mark_log_axes": ["06", "08"],
+    "peak_tflops": ["07"],
+    "perf_sweep": ["07", "08"],
     "plain_log_ticks": ["06"],
-    "plot_sweep": ["05", "07", "08"],
+    "plot_sweep": ["07", "08"],
     "rel_error": ["08"],
-    "shared_legend": ["05", "08"],
-    "short_kernel_name": ["05"],
+    "shared_legend": ["08"],
     "timing_table": ["08"],
-    "to_fp8": ["05"],
-    "use_style": ["05", "06"],
+    "use_style": ["06"],
     "WorkerError": ["07"],
 }
 # Names the rewritten cores stopped calling. They stay resolvable (helpers.RENAMED / MOVED) until issue 56, so
 # that helpers/__init__.py, which every stamp records, does not change before the last run of record.
 NO_LONGER_CALLED = {
-    'describe_tensors', 'device_info', 'feature_table', 'gpu_clocks', 'gpu_timing_or_reason', 'HATCH',
-    'hatch_handle', 'legend_outside', 'libcudnn_candidates', 'loaded_library', 'measured_peak_tflops',
-    'notebook_requirements_met', 'power_verdict', 'sample_clocks', 'versions',
+    'check_table', 'describe_tensors', 'device_info', 'feature_table', 'gpu_clocks', 'gpu_timing_or_reason',
+    'HATCH', 'hatch_handle', 'kernel_times', 'legend_outside', 'libcudnn_candidates', 'loaded_library',
+    'measured_bandwidth_gbps', 'measured_peak_tflops', 'notebook_requirements_met', 'power_verdict',
+    'sample_clocks', 'short_kernel_name', 'to_fp8', 'versions',
 }
 
 
