@@ -10,8 +10,6 @@ changed: review it again). Words are as in ``tools.claims.COMPARATIVE_WORDS``. E
 """
 
 REVIEWED: dict[tuple[str, str, str], str] = {
-    ('05', 'tie', 'calls the same library, so a tie with it is what to expect'):
-        "an expectation from the mechanism (one library, one engine list), not a verdict; the core prints both GPU times with their p10–p90 and the kernels each ran",
     ('04', 'faster', 'the timer that runs first has the faster GPU'):
         "a hypothesis the cell below tests (three rotated rounds, SM cycles), stated as a condition ('if the GPU slows'), not a verdict",
     ('05', 'gains less', 'same speed as in bf16, so attention gains less than a plain GEMM does'):
